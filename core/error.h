@@ -1,0 +1,27 @@
+#pragma once
+// One exception type for every error a user can cause (bad einsum, shape mismatch,
+// bad JSON, impossible partition, unknown preset, ...). Its message names the input
+// and what is wrong. Programmer errors (broken internal invariants) use assert().
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace tessel {
+
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& message) : std::runtime_error(message) {}
+};
+
+// fail("partition of node ", name, ": ", parts, " parts > ", size) — builds the
+// message from streamable pieces and throws Error.
+template <class... Parts>
+[[noreturn]] void fail(Parts&&... parts) {
+  std::ostringstream os;
+  (os << ... << std::forward<Parts>(parts));
+  throw Error(os.str());
+}
+
+}  // namespace tessel

@@ -1,0 +1,296 @@
+#include "core/io.h"
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace tessel {
+
+using nlohmann::json;
+
+namespace {
+
+json number_json(double v) {
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+
+double number_from(const json& j, const std::string& what) {
+  if (j.is_number()) return j.get<double>();
+  if (j.is_string()) {
+    std::string s = j.get<std::string>();
+    if (s == "inf") return std::numeric_limits<double>::infinity();
+    if (s == "-inf") return -std::numeric_limits<double>::infinity();
+  }
+  fail(what, ": expected a number (or \"inf\" / \"-inf\"), got ", j.dump());
+}
+
+template <class T>
+T get_field(const json& j, const char* key, const std::string& what) {
+  if (!j.is_object()) fail(what, ": expected an object, got ", j.dump());
+  if (!j.contains(key)) fail(what, ": missing field \"", key, "\"");
+  try {
+    return j.at(key).get<T>();
+  } catch (const json::exception&) {
+    fail(what, ": field \"", key, "\" has the wrong type: ", j.at(key).dump());
+  }
+}
+
+Shape shape_from(const json& j, const std::string& what) {
+  if (!j.is_array()) fail(what, ": expected an array of sizes, got ", j.dump());
+  Shape s;
+  for (const auto& v : j) {
+    if (!v.is_number_integer()) fail(what, ": expected integer sizes, got ", j.dump());
+    s.push_back(v.get<std::int64_t>());
+  }
+  return s;
+}
+
+}  // namespace
+
+json to_json(const Graph& g) {
+  json nodes = json::array();
+  for (const Node& n : g.nodes()) {
+    json o = {{"name", n.name}, {"kind", std::string(to_string(n.kind))}};
+    json inputs = json::array();
+    for (NodeId in : n.inputs) inputs.push_back(g.node(in).name);
+    if (!n.inputs.empty()) o["inputs"] = inputs;
+    o["dtype"] = std::string(to_string(n.dtype));
+    switch (n.kind) {
+      case NodeKind::input: o["shape"] = n.shape; break;
+      case NodeKind::output: break;
+      case NodeKind::einsum:
+        o["einsum"] = n.einsum.subscripts();
+        o["join"] = n.einsum.join.to_string();
+        o["agg"] = std::string(to_string(n.einsum.agg));
+        break;
+      case NodeKind::select: {
+        o["shape"] = n.shape;
+        json pieces = json::array();
+        for (const auto& p : n.pieces)
+          pieces.push_back({{"input", p.input}, {"src_offset", p.src_offset}, {"dst_offset", p.dst_offset},
+                            {"size", p.size}});
+        o["pieces"] = pieces;
+        break;
+      }
+      case NodeKind::fill:
+        o["shape"] = n.shape;
+        o["fill"] = n.fill.kind == Fill::Kind::constant ? "constant" : "lower_triangular";
+        o["value"] = number_json(n.fill.value);
+        if (n.fill.kind == Fill::Kind::lower_triangular) o["value_off"] = number_json(n.fill.value_off);
+        break;
+    }
+    nodes.push_back(std::move(o));
+  }
+  return {{"nodes", nodes}};
+}
+
+Graph graph_from_json(const json& j, std::string_view what_in) {
+  std::string what(what_in);
+  if (!j.is_object() || !j.contains("nodes") || !j["nodes"].is_array())
+    fail(what, ": expected an object with a \"nodes\" array");
+  DType default_dtype = DType::f32;
+  if (j.contains("dtype")) default_dtype = parse_dtype(get_field<std::string>(j, "dtype", what), what + ": dtype");
+  Graph g;
+  for (std::size_t i = 0; i < j["nodes"].size(); ++i) {
+    const json& o = j["nodes"][i];
+    std::string where = what + ": node " + std::to_string(i);
+    Node n;
+    n.name = get_field<std::string>(o, "name", where);
+    where += " ('" + n.name + "')";
+    std::string kind = get_field<std::string>(o, "kind", where);
+    n.dtype = o.contains("dtype") ? parse_dtype(get_field<std::string>(o, "dtype", where), where) : default_dtype;
+    if (o.contains("inputs")) {
+      for (const auto& in : o["inputs"]) {
+        if (!in.is_string()) fail(where, ": inputs must be node names, got ", in.dump());
+        auto id = g.find(in.get<std::string>());
+        if (!id) fail(where, ": input '", in.get<std::string>(), "' is not an earlier node");
+        n.inputs.push_back(*id);
+      }
+    }
+    if (kind == "input") {
+      n.kind = NodeKind::input;
+      n.shape = shape_from(o.value("shape", json()), where + ": shape");
+    } else if (kind == "output") {
+      n.kind = NodeKind::output;
+      if (n.inputs.size() != 1) fail(where, ": an output takes exactly one input");
+      n.shape = g.node(n.inputs[0]).shape;
+    } else if (kind == "einsum") {
+      n.kind = NodeKind::einsum;
+      std::vector<Shape> shapes;
+      for (NodeId in : n.inputs) shapes.push_back(g.node(in).shape);
+      std::optional<ScalarOp> join;
+      std::optional<Agg> agg;
+      try {
+        if (o.contains("join")) join = ScalarOp::parse(get_field<std::string>(o, "join", where));
+        if (o.contains("agg")) agg = parse_agg(get_field<std::string>(o, "agg", where), where + ": agg");
+        n.einsum = Einsum::from_subscripts(get_field<std::string>(o, "einsum", where), shapes, join, agg, n.dtype);
+      } catch (const Error& e) {
+        if (std::string(e.what()).rfind(where, 0) == 0) throw;
+        fail(where, ": ", e.what());
+      }
+      n.shape = n.einsum.out_shape();
+    } else if (kind == "select") {
+      n.kind = NodeKind::select;
+      n.shape = shape_from(o.value("shape", json()), where + ": shape");
+      if (!o.contains("pieces") || !o["pieces"].is_array()) fail(where, ": missing \"pieces\" array");
+      for (const auto& p : o["pieces"]) {
+        SelectPiece pc;
+        pc.input = get_field<int>(p, "input", where + ": piece");
+        pc.src_offset = shape_from(p.value("src_offset", json()), where + ": piece src_offset");
+        pc.dst_offset = shape_from(p.value("dst_offset", json()), where + ": piece dst_offset");
+        pc.size = shape_from(p.value("size", json()), where + ": piece size");
+        n.pieces.push_back(std::move(pc));
+      }
+    } else if (kind == "fill") {
+      n.kind = NodeKind::fill;
+      n.shape = shape_from(o.value("shape", json()), where + ": shape");
+      std::string fk = o.value("fill", std::string("constant"));
+      if (fk == "constant") {
+        n.fill.kind = Fill::Kind::constant;
+      } else if (fk == "lower_triangular") {
+        n.fill.kind = Fill::Kind::lower_triangular;
+      } else {
+        fail(where, ": unknown fill '", fk, "' (expected constant or lower_triangular)");
+      }
+      n.fill.value = o.contains("value") ? number_from(o["value"], where + ": value") : 0.0;
+      n.fill.value_off = o.contains("value_off") ? number_from(o["value_off"], where + ": value_off") : 0.0;
+    } else {
+      fail(where, ": unknown kind '", kind, "' (expected input, einsum, output, select or fill)");
+    }
+    g.add(std::move(n));
+  }
+  return g;
+}
+
+json to_json(const Decomposition& d, const Graph& g) {
+  json nodes = json::array();
+  for (NodeId id : g.ids()) {
+    const NodePlan& p = d.plan(id);
+    json o = {{"name", g.node(id).name}};
+    if (p.partition.is_even()) {
+      o["parts"] = p.partition.parts();
+    } else {
+      o["bounds"] = p.partition.bounds();
+    }
+    json devs = json::array();
+    for (DeviceId dv : p.devices) devs.push_back(dv.value);
+    o["devices"] = devs;
+    if (!p.agg_devices.empty()) {
+      json a = json::array();
+      for (DeviceId dv : p.agg_devices) a.push_back(dv.value);
+      o["agg_devices"] = a;
+    }
+    nodes.push_back(std::move(o));
+  }
+  return {{"devices", d.num_devices}, {"nodes", nodes}};
+}
+
+Decomposition decomposition_from_json(const json& j, const Graph& g, std::string_view what_in) {
+  std::string what(what_in);
+  if (!j.is_object()) fail(what, ": expected an object with \"devices\" and \"nodes\"");
+  int devices = get_field<int>(j, "devices", what);
+  if (devices < 1) fail(what, ": \"devices\" must be >= 1, got ", devices);
+  Decomposition d = decomposition_from_parts(g, devices, {});
+  std::vector<bool> seen(g.size(), false);
+  if (j.contains("nodes")) {
+    if (!j["nodes"].is_array()) fail(what, ": \"nodes\" must be an array");
+    for (std::size_t i = 0; i < j["nodes"].size(); ++i) {
+      const json& o = j["nodes"][i];
+      std::string where = what + ": nodes[" + std::to_string(i) + "]";
+      std::string name = get_field<std::string>(o, "name", where);
+      auto id = g.find(name);
+      if (!id) fail(where, ": the graph has no node named '", name, "'");
+      where += " ('" + name + "')";
+      if (seen[id->index()]) fail(where, ": node listed twice");
+      seen[id->index()] = true;
+      NodePlan& plan = d.nodes[id->index()];
+      Shape js = g.join_shape(*id);
+      try {
+        if (o.contains("parts")) {
+          plan.partition = Partition::even(js, get_field<std::vector<int>>(o, "parts", where));
+        } else if (o.contains("bounds")) {
+          plan.partition =
+              Partition::from_bounds(get_field<std::vector<std::vector<std::int64_t>>>(o, "bounds", where));
+          if (plan.partition.shape() != js)
+            fail("bounds cover ", to_string(plan.partition.shape()), " but the join shape is ", to_string(js));
+        } else {
+          fail("needs \"parts\" or \"bounds\"");
+        }
+      } catch (const Error& e) {
+        if (std::string(e.what()).rfind(where, 0) == 0) throw;
+        fail(where, ": ", e.what());
+      }
+      plan.devices.clear();
+      if (o.contains("devices")) {
+        for (int v : get_field<std::vector<int>>(o, "devices", where)) plan.devices.emplace_back(v);
+      } else {
+        for (std::int64_t b = 0; b < plan.partition.num_blocks(); ++b)
+          plan.devices.emplace_back(static_cast<std::int32_t>(b % devices));
+      }
+      plan.agg_devices.clear();
+      if (o.contains("agg_devices"))
+        for (int v : get_field<std::vector<int>>(o, "agg_devices", where)) plan.agg_devices.emplace_back(v);
+    }
+  }
+  try {
+    d.validate(g);
+  } catch (const Error& e) {
+    fail(what, ": ", e.what());
+  }
+  return d;
+}
+
+json summary_json(const TaskGraph& tg) {
+  auto s = tg.summary();
+  json counts = json::object();
+  for (int k = 0; k < kNumTaskKinds; ++k) counts[std::string(to_string(static_cast<TaskKind>(k)))] = s.count[k];
+  return {{"devices", tg.num_devices}, {"tasks", s.tasks},        {"by_kind", counts},
+          {"edges", s.edges},          {"buffers", tg.buffers.size()}, {"bytes_moved", s.bytes_moved},
+          {"bytes_touched", s.bytes_touched}, {"flops", s.flops}};
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, ": cannot open for reading");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) fail(path, ": read error");
+  return ss.str();
+}
+
+json read_json_file(const std::string& path) {
+  std::string text = read_file(path);
+  try {
+    return json::parse(text);
+  } catch (const json::parse_error& e) {
+    fail(path, ": malformed JSON at byte ", e.byte, " (", (e.byte >= text.size() ? "truncated?" : "syntax error"), ")");
+  }
+}
+
+void write_file_atomic(const std::string& path, std::string_view content) {
+  std::string tmp = path + ".tmp-tessel";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) fail(path, ": cannot open for writing");
+    out.write(content.data(), static_cast<std::streamsize>(content.size()));
+    out.flush();
+    if (!out) {
+      out.close();
+      std::remove(tmp.c_str());
+      fail(path, ": write failed");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    fail(path, ": cannot move the finished file into place");
+  }
+}
+
+}  // namespace tessel

@@ -1,0 +1,396 @@
+#include "core/task_graph.h"
+
+#include <algorithm>
+#include <cassert>
+#include <unordered_map>
+
+#include "core/error.h"
+
+namespace tessel {
+
+std::string_view to_string(TaskKind k) {
+  switch (k) {
+    case TaskKind::input: return "input";
+    case TaskKind::compute: return "compute";
+    case TaskKind::touch: return "touch";
+    case TaskKind::move: return "move";
+    case TaskKind::output: return "output";
+  }
+  return "?";
+}
+
+TaskGraph::Summary TaskGraph::summary() const {
+  Summary s;
+  s.tasks = static_cast<std::int64_t>(tasks.size());
+  for (const Task& t : tasks) {
+    ++s.count[static_cast<int>(t.kind)];
+    if (t.kind == TaskKind::move) s.bytes_moved += t.bytes;
+    if (t.kind == TaskKind::touch) s.bytes_touched += t.bytes;
+    s.flops += t.flops;
+    s.edges += static_cast<std::int64_t>(t.deps.size());
+  }
+  return s;
+}
+
+void TaskGraph::validate() const {
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    const Task& t = tasks[i];
+    for (TaskId d : t.deps)
+      if (!d.valid() || d.index() >= i) fail("task graph: task ", i, " depends on task ", d.value, ", which does not precede it");
+    for (BufferId b : t.reads)
+      if (!b.valid() || b.index() >= buffers.size()) fail("task graph: task ", i, " reads unknown buffer ", b.value);
+    if (t.kind != TaskKind::output && (!t.writes.valid() || t.writes.index() >= buffers.size()))
+      fail("task graph: task ", i, " writes unknown buffer ", t.writes.value);
+    if (!t.device.valid() || t.device.value >= num_devices || !t.dst_device.valid() || t.dst_device.value >= num_devices)
+      fail("task graph: task ", i, " runs on device ", t.device.value, " of ", num_devices);
+  }
+}
+
+std::vector<std::vector<TaskId>> successors(const TaskGraph& tg) {
+  std::vector<std::vector<TaskId>> out(tg.tasks.size());
+  for (std::size_t i = 0; i < tg.tasks.size(); ++i)
+    for (TaskId d : tg.tasks[i].deps) out[d.index()].emplace_back(static_cast<std::int32_t>(i));
+  return out;
+}
+
+namespace {
+
+struct RegionKey {
+  std::int32_t a;  // buffer id (moves) or node id (assemblies)
+  std::int32_t device;
+  Rect region;
+  friend bool operator==(const RegionKey& x, const RegionKey& y) {
+    return x.a == y.a && x.device == y.device && x.region == y.region;
+  }
+};
+struct RegionKeyHash {
+  std::size_t operator()(const RegionKey& k) const {
+    return hash_rect(k.region) ^ (static_cast<std::size_t>(k.a) * 0x100000001b3ULL) ^
+           (static_cast<std::size_t>(k.device) << 40);
+  }
+};
+
+// The final (aggregated) output of a lowered node: one buffer per output block.
+struct Produced {
+  Partition partition;  // output partition
+  std::vector<BufferId> buffers;
+  std::vector<DeviceId> devices;
+};
+
+class Lowering {
+ public:
+  Lowering(const Graph& g, const Decomposition& d) : g_(g), d_(d) {
+    tg_.num_devices = d.num_devices;
+    produced_.resize(g.size());
+  }
+
+  TaskGraph run() {
+    for (NodeId id : g_.ids()) {
+      switch (g_.node(id).kind) {
+        case NodeKind::input: lower_source(id, TaskKind::input); break;
+        case NodeKind::fill: lower_source(id, TaskKind::compute); break;
+        case NodeKind::einsum: lower_einsum(id); break;
+        case NodeKind::select: lower_select(id); break;
+        case NodeKind::output: lower_output(id); break;
+      }
+    }
+    return std::move(tg_);
+  }
+
+ private:
+  BufferId new_buffer(DeviceId device, Shape shape, DType dtype, Agg init, NodeId node) {
+    tg_.buffers.push_back(Buffer{device, std::move(shape), dtype, init, node});
+    writers_.emplace_back();
+    return BufferId(static_cast<std::int32_t>(tg_.buffers.size() - 1));
+  }
+
+  TaskId emit(Task t) {
+    TaskId id(static_cast<std::int32_t>(tg_.tasks.size()));
+    for (BufferId b : t.reads) {
+      const auto& w = writers_[b.index()];
+      t.deps.insert(t.deps.end(), w.begin(), w.end());
+    }
+    if (t.deps.size() > 1) {
+      std::sort(t.deps.begin(), t.deps.end());
+      t.deps.erase(std::unique(t.deps.begin(), t.deps.end()), t.deps.end());
+    }
+    if (t.writes.valid()) writers_[t.writes.index()].push_back(id);
+    tg_.tasks.push_back(std::move(t));
+    return id;
+  }
+
+  BufferId move(BufferId src, const Rect& region, DeviceId to) {
+    RegionKey key{src.value, to.value, region};
+    if (auto it = moves_.find(key); it != moves_.end()) return it->second;
+    const Buffer& b = tg_.buffers[src.index()];
+    DType dtype = b.dtype;
+    NodeId node = b.node;
+    Task t;
+    t.kind = TaskKind::move;
+    t.device = b.device;
+    t.dst_device = to;
+    t.node = node;
+    t.reads = {src};
+    t.src = region;
+    t.bytes = region.elements() * dtype_bytes(dtype);
+    BufferId out = new_buffer(to, region.shape(), dtype, Agg::none, node);
+    t.writes = out;
+    emit(std::move(t));
+    moves_.emplace(key, out);
+    return out;
+  }
+
+  void touch(BufferId src, const Rect& src_region, BufferId dst, const Rect& dst_region, TouchOp op, Agg agg) {
+    const Buffer& b = tg_.buffers[dst.index()];
+    Task t;
+    t.kind = TaskKind::touch;
+    t.device = b.device;
+    t.dst_device = b.device;
+    t.node = b.node;
+    t.reads = {src};
+    t.writes = dst;
+    t.src = src_region;
+    t.dst = dst_region;
+    t.op = op;
+    t.agg = agg;
+    t.bytes = src_region.elements() * dtype_bytes(b.dtype);
+    t.flops = op == TouchOp::accumulate ? static_cast<double>(src_region.elements()) : 0.0;
+    emit(std::move(t));
+  }
+
+  // Calls fn(block index, block rect) for every output block of `p` overlapping `r`.
+  template <class Fn>
+  void for_overlapping(const Partition& p, const Rect& r, Fn&& fn) {
+    int rank = p.rank();
+    std::array<int, kMaxRank> first{}, last{}, c{};
+    for (int d = 0; d < rank; ++d) {
+      p.overlapping(d, r.offset[d], r.offset[d] + r.size[d], &first[d], &last[d]);
+      if (first[d] >= last[d]) return;
+      c[d] = first[d];
+    }
+    for (;;) {
+      std::int64_t idx = p.block_index(c);
+      fn(idx, p.block(idx));
+      int d = rank - 1;
+      while (d >= 0 && ++c[d] == last[d]) {
+        c[d] = first[d];
+        --d;
+      }
+      if (d < 0) return;
+    }
+  }
+
+  // Writes region `r` of node `producer`'s output into buffer `dst` on `device`; the
+  // element at producer coordinate x lands at x - origin in `dst`.
+  void gather_into(NodeId producer, const Rect& r, DeviceId device, BufferId dst, const Rect& origin) {
+    const Produced& pr = produced_[producer.index()];
+    for_overlapping(pr.partition, r, [&](std::int64_t b, const Rect& block) {
+      Rect inter;
+      bool ok = intersect(r, block, &inter);
+      assert(ok);
+      (void)ok;
+      Rect dst_region = relative_to(inter, origin);
+      Rect src_region = relative_to(inter, block);
+      BufferId src = pr.buffers[b];
+      if (pr.devices[b] != device) {
+        src = move(src, src_region, device);
+        src_region = Rect::whole(inter.shape());
+      }
+      touch(src, src_region, dst, dst_region, TouchOp::copy, Agg::none);
+    });
+  }
+
+  // A buffer on `device` holding exactly region `r` of `producer`'s output.
+  BufferId need(NodeId producer, const Rect& r, DeviceId device) {
+    const Produced& pr = produced_[producer.index()];
+    int count = 0;
+    std::int64_t only = -1;
+    Rect only_rect;
+    for_overlapping(pr.partition, r, [&](std::int64_t b, const Rect& block) {
+      ++count;
+      only = b;
+      only_rect = block;
+    });
+    assert(count >= 1);
+    if (count == 1) {
+      if (only_rect == r && pr.devices[only] == device) return pr.buffers[only];
+      if (pr.devices[only] != device) return move(pr.buffers[only], relative_to(r, only_rect), device);
+    }
+    RegionKey key{producer.value, device.value, r};
+    if (auto it = assembled_.find(key); it != assembled_.end()) return it->second;
+    const Node& n = g_.node(producer);
+    BufferId buf = new_buffer(device, r.shape(), n.dtype, Agg::none, producer);
+    gather_into(producer, r, device, buf, r);
+    assembled_.emplace(key, buf);
+    return buf;
+  }
+
+  // input and fill nodes: one task per block, no operands.
+  void lower_source(NodeId id, TaskKind kind) {
+    const Node& n = g_.node(id);
+    const NodePlan& plan = d_.plan(id);
+    Produced& pr = produced_[id.index()];
+    pr.partition = plan.partition;
+    for (std::int64_t b = 0; b < plan.partition.num_blocks(); ++b) {
+      Rect r = plan.partition.block(b);
+      Task t;
+      t.kind = kind;
+      t.device = t.dst_device = plan.devices[b];
+      t.node = id;
+      t.block = b;
+      t.src = r;
+      t.bytes = r.elements() * dtype_bytes(n.dtype);
+      t.writes = new_buffer(t.device, r.shape(), n.dtype, Agg::none, id);
+      pr.buffers.push_back(t.writes);
+      pr.devices.push_back(t.device);
+      emit(std::move(t));
+    }
+  }
+
+  void lower_einsum(NodeId id) {
+    const Node& n = g_.node(id);
+    const Einsum& e = n.einsum;
+    const NodePlan& plan = d_.plan(id);
+    const Partition& part = plan.partition;
+    std::int64_t partials = partials_per_output_block(g_, id, part);
+    std::int64_t out_blocks = part.num_blocks() / partials;
+    std::vector<BufferId> block_out(part.num_blocks());
+    for (std::int64_t b = 0; b < part.num_blocks(); ++b) {
+      Rect j = part.block(b);
+      DeviceId dev = plan.devices[b];
+      Task t;
+      t.kind = TaskKind::compute;
+      t.device = t.dst_device = dev;
+      t.node = id;
+      t.block = b;
+      t.src = j;
+      std::int64_t in_elems = 0;
+      for (std::size_t i = 0; i < e.inputs.size(); ++i) {
+        const auto& idx = e.inputs[i];
+        Rect r;
+        r.rank = static_cast<int>(idx.size());
+        for (int k = 0; k < r.rank; ++k) {
+          r.offset[k] = j.offset[idx[k]];
+          r.size[k] = j.size[idx[k]];
+        }
+        in_elems += r.elements();
+        t.reads.push_back(need(n.inputs[i], r, dev));
+      }
+      Shape out_shape(j.size.begin(), j.size.begin() + e.out_rank);
+      std::int64_t out_elems = elements(out_shape);
+      t.flops = e.flops_per_join_element() * static_cast<double>(j.elements());
+      t.bytes = (in_elems + out_elems) * dtype_bytes(n.dtype);
+      t.writes = new_buffer(dev, std::move(out_shape), n.dtype, Agg::none, id);
+      block_out[b] = t.writes;
+      emit(std::move(t));
+    }
+    Produced& pr = produced_[id.index()];
+    pr.partition = part.prefix(e.out_rank);
+    if (partials == 1) {
+      pr.buffers = std::move(block_out);
+      pr.devices = plan.devices;
+      return;
+    }
+    // Aggregate the partials of every output block at its aggregation site: partials
+    // on one device are first combined there, then moved once.
+    for (std::int64_t o = 0; o < out_blocks; ++o) {
+      DeviceId site = plan.agg_devices.empty() ? plan.devices[o * partials] : plan.agg_devices[o];
+      Rect out_rect = pr.partition.block(o);
+      Rect whole = Rect::whole(out_rect.shape());
+      BufferId result = new_buffer(site, out_rect.shape(), n.dtype, e.agg, id);
+      std::vector<DeviceId> order;
+      std::vector<std::vector<BufferId>> groups;
+      for (std::int64_t a = 0; a < partials; ++a) {
+        DeviceId dev = plan.devices[o * partials + a];
+        auto it = std::find(order.begin(), order.end(), dev);
+        if (it == order.end()) {
+          order.push_back(dev);
+          groups.emplace_back();
+          it = order.end() - 1;
+        }
+        groups[it - order.begin()].push_back(block_out[o * partials + a]);
+      }
+      for (std::size_t gi = 0; gi < order.size(); ++gi) {
+        const auto& bufs = groups[gi];
+        if (order[gi] == site) {
+          for (BufferId b : bufs) touch(b, whole, result, whole, TouchOp::accumulate, e.agg);
+          continue;
+        }
+        BufferId local = bufs[0];
+        if (bufs.size() > 1) {
+          local = new_buffer(order[gi], out_rect.shape(), n.dtype, e.agg, id);
+          for (BufferId b : bufs) touch(b, whole, local, whole, TouchOp::accumulate, e.agg);
+        }
+        BufferId moved = move(local, whole, site);
+        touch(moved, whole, result, whole, TouchOp::accumulate, e.agg);
+      }
+      pr.buffers.push_back(result);
+      pr.devices.push_back(site);
+    }
+  }
+
+  void lower_select(NodeId id) {
+    const Node& n = g_.node(id);
+    const NodePlan& plan = d_.plan(id);
+    Produced& pr = produced_[id.index()];
+    pr.partition = plan.partition;
+    for (std::int64_t b = 0; b < plan.partition.num_blocks(); ++b) {
+      Rect o = plan.partition.block(b);
+      DeviceId dev = plan.devices[b];
+      BufferId buf = new_buffer(dev, o.shape(), n.dtype, Agg::none, id);
+      for (const SelectPiece& pc : n.pieces) {
+        Rect piece;
+        piece.rank = o.rank;
+        for (int d = 0; d < o.rank; ++d) {
+          piece.offset[d] = pc.dst_offset[d];
+          piece.size[d] = pc.size[d];
+        }
+        Rect inter;
+        if (!intersect(o, piece, &inter)) continue;
+        Rect src = inter;  // the same region in the input's coordinates
+        Rect origin = o;   // input coordinate that lands at (0,...) of buf
+        for (int d = 0; d < o.rank; ++d) {
+          src.offset[d] = pc.src_offset[d] + (inter.offset[d] - piece.offset[d]);
+          origin.offset[d] = src.offset[d] - (inter.offset[d] - o.offset[d]);
+        }
+        gather_into(n.inputs[pc.input], src, dev, buf, origin);
+      }
+      pr.buffers.push_back(buf);
+      pr.devices.push_back(dev);
+    }
+  }
+
+  void lower_output(NodeId id) {
+    const Node& n = g_.node(id);
+    const NodePlan& plan = d_.plan(id);
+    for (std::int64_t b = 0; b < plan.partition.num_blocks(); ++b) {
+      Rect r = plan.partition.block(b);
+      Task t;
+      t.kind = TaskKind::output;
+      t.device = t.dst_device = plan.devices[b];
+      t.node = id;
+      t.block = b;
+      t.src = r;
+      t.bytes = r.elements() * dtype_bytes(n.dtype);
+      t.reads = {need(n.inputs[0], r, t.device)};
+      emit(std::move(t));
+    }
+  }
+
+  const Graph& g_;
+  const Decomposition& d_;
+  TaskGraph tg_;
+  std::vector<Produced> produced_;
+  std::vector<std::vector<TaskId>> writers_;
+  std::unordered_map<RegionKey, BufferId, RegionKeyHash> moves_;
+  std::unordered_map<RegionKey, BufferId, RegionKeyHash> assembled_;
+};
+
+}  // namespace
+
+TaskGraph lower(const Graph& g, const Decomposition& d) {
+  d.validate(g);
+  return Lowering(g, d).run();
+}
+
+}  // namespace tessel

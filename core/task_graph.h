@@ -1,0 +1,92 @@
+#pragma once
+// TaskGraph: the fine-grained contract between planning and execution. lower() turns
+// a Graph and a Decomposition into tasks over buffers that live on devices:
+//
+//   input    create the block `src` of graph input `node` in buffer `writes`
+//   compute  run the block kernel of `node` (einsum or fill) over join block `src`,
+//            reading `reads` (one buffer per operand), writing `writes`
+//   touch    copy or accumulate region `src` of reads[0] into region `dst` of
+//            `writes` (same device); touches into one buffer are order-independent
+//            (accumulating buffers start at the aggregation's identity), but
+//            executors must not run two touches into the same buffer at once
+//   move     copy region `src` of reads[0] on `device` to a new buffer `writes`
+//            on `dst_device`
+//   output   write buffer reads[0] as region `src` of graph output `node`
+//
+// Tasks are in topological order: every dependency has a smaller id. A task's
+// dependencies are exactly the tasks that write the buffers it reads.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/graph.h"
+#include "core/ids.h"
+#include "core/partition.h"
+#include "core/types.h"
+
+namespace tessel {
+
+enum class TaskKind : std::uint8_t { input, compute, touch, move, output };
+enum class TouchOp : std::uint8_t { copy, accumulate };
+inline constexpr int kNumTaskKinds = 5;
+[[nodiscard]] std::string_view to_string(TaskKind k);
+
+struct Buffer {
+  DeviceId device;
+  Shape shape;
+  DType dtype = DType::f32;
+  // Agg::none: written exactly once, element by element; otherwise every element starts
+  // at agg_identity(init) and touches accumulate into it.
+  Agg init = Agg::none;
+  NodeId node;  // the graph node whose data it holds
+  [[nodiscard]] std::int64_t bytes() const { return elements(shape) * dtype_bytes(dtype); }
+};
+
+struct Task {
+  TaskKind kind = TaskKind::compute;
+  DeviceId device;      // where it runs; a move's source
+  DeviceId dst_device;  // a move's destination; == device otherwise
+  NodeId node;
+  std::int64_t block = -1;  // block of `node`'s partition (input, compute, output), else -1
+  std::vector<BufferId> reads;
+  BufferId writes;  // invalid for output tasks
+  Rect src;         // see the header comment
+  Rect dst;         // touch only
+  TouchOp op = TouchOp::copy;
+  Agg agg = Agg::none;  // touch accumulate: how to combine
+  double flops = 0;
+  std::int64_t bytes = 0;  // compute: bytes read + written; touch/move: bytes of the region; input/output: block bytes
+  std::vector<TaskId> deps;
+};
+
+struct TaskGraph {
+  int num_devices = 1;
+  std::vector<Task> tasks;
+  std::vector<Buffer> buffers;
+
+  [[nodiscard]] const Task& task(TaskId id) const { return tasks[id.index()]; }
+  [[nodiscard]] const Buffer& buffer(BufferId id) const { return buffers[id.index()]; }
+  [[nodiscard]] std::size_t size() const { return tasks.size(); }
+
+  struct Summary {
+    std::int64_t tasks = 0;
+    std::int64_t count[kNumTaskKinds] = {};
+    std::int64_t bytes_moved = 0;    // sum of move bytes
+    std::int64_t bytes_touched = 0;  // sum of touch bytes
+    double flops = 0;                // compute + accumulate
+    std::int64_t edges = 0;
+  };
+  [[nodiscard]] Summary summary() const;
+  // Throws Error when the tasks are not in topological order or deps are out of range.
+  void validate() const;
+};
+
+// Lowers `g` under `d` (validated first). See the header comment for the contract.
+[[nodiscard]] TaskGraph lower(const Graph& g, const Decomposition& d);
+
+// Successors of every task (the reverse of deps).
+[[nodiscard]] std::vector<std::vector<TaskId>> successors(const TaskGraph& tg);
+
+}  // namespace tessel

@@ -1,0 +1,86 @@
+#include "core/tensor.h"
+
+#include <cassert>
+#include <cmath>
+
+#include "core/error.h"
+
+namespace tessel {
+
+std::vector<std::int64_t> Tensor::strides() const {
+  std::vector<std::int64_t> s(shape.size(), 1);
+  for (int d = static_cast<int>(shape.size()) - 2; d >= 0; --d) s[d] = s[d + 1] * shape[d + 1];
+  return s;
+}
+
+void Tensor::round_to_dtype() {
+  if (dtype == DType::f64) return;
+  for (double& v : data) v = static_cast<double>(static_cast<float>(v));
+}
+
+Tensor random_tensor(const Shape& shape, DType dtype, std::uint64_t seed) {
+  Tensor t(shape, dtype);
+  std::mt19937_64 rng(seed);
+  // Not std::uniform_real_distribution: its output is implementation-defined, and
+  // inputs must be the same on every machine.
+  for (double& v : t.data) v = static_cast<double>(rng() >> 11) * 0x1.0p-52 - 1.0;
+  t.round_to_dtype();
+  return t;
+}
+
+void copy_region(const Tensor& from, const Rect& src, Tensor& to, const Rect& dst, Agg combine) {
+  assert(src.rank == static_cast<int>(from.shape.size()) && dst.rank == static_cast<int>(to.shape.size()));
+  assert(src.rank == dst.rank);
+  const int rank = src.rank;
+  for (int d = 0; d < rank; ++d) assert(src.size[d] == dst.size[d]);
+  if (rank == 0) {
+    to.data[0] = combine == Agg::none ? from.data[0] : agg_combine(combine, to.data[0], from.data[0]);
+    return;
+  }
+  auto fs = from.strides();
+  auto ts = to.strides();
+  std::int64_t inner = src.size[rank - 1];
+  std::array<std::int64_t, kMaxRank> c{};
+  for (;;) {
+    std::int64_t fo = 0, tofs = 0;
+    for (int d = 0; d < rank - 1; ++d) {
+      fo += (src.offset[d] + c[d]) * fs[d];
+      tofs += (dst.offset[d] + c[d]) * ts[d];
+    }
+    fo += src.offset[rank - 1];
+    tofs += dst.offset[rank - 1];
+    const double* f = from.data.data() + fo;
+    double* t = to.data.data() + tofs;
+    if (combine == Agg::none) {
+      for (std::int64_t i = 0; i < inner; ++i) t[i] = f[i];
+    } else {
+      for (std::int64_t i = 0; i < inner; ++i) t[i] = agg_combine(combine, t[i], f[i]);
+    }
+    int d = rank - 2;
+    while (d >= 0 && ++c[d] == src.size[d]) {
+      c[d] = 0;
+      --d;
+    }
+    if (d < 0) return;
+  }
+}
+
+Difference compare(const Tensor& a, const Tensor& b) {
+  if (a.shape != b.shape) fail("compare: shapes ", to_string(a.shape), " and ", to_string(b.shape), " differ");
+  Difference d;
+  for (std::size_t i = 0; i < a.data.size(); ++i) {
+    double x = a.data[i], y = b.data[i];
+    if (x == y) continue;  // also equal infinities
+    double diff = std::fabs(x - y);
+    if (std::isnan(diff)) diff = std::numeric_limits<double>::infinity();
+    double rel = diff / std::max(1.0, std::max(std::fabs(x), std::fabs(y)));
+    if (diff > d.max_abs) {
+      d.max_abs = diff;
+      d.index = static_cast<std::int64_t>(i);
+    }
+    d.max_rel = std::max(d.max_rel, rel);
+  }
+  return d;
+}
+
+}  // namespace tessel

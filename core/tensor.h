@@ -1,0 +1,43 @@
+#pragma once
+// Tensor: a dense row-major array with a shape and an element type. Values are held
+// as double; an f32 tensor holds values rounded to float (round_to_dtype), so the
+// CPU reference computes in f32 or f64 as the graph asks.
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "core/types.h"
+
+namespace tessel {
+
+struct Tensor {
+  Shape shape;
+  DType dtype = DType::f32;
+  std::vector<double> data;
+
+  Tensor() = default;
+  Tensor(Shape s, DType t, double fill = 0.0) : shape(std::move(s)), dtype(t), data(elements(shape), fill) {}
+
+  [[nodiscard]] std::int64_t size() const { return static_cast<std::int64_t>(data.size()); }
+  // Row-major strides in elements.
+  [[nodiscard]] std::vector<std::int64_t> strides() const;
+  void round_to_dtype();
+};
+
+// Uniform values in [-1, 1), reproducible from the seed.
+[[nodiscard]] Tensor random_tensor(const Shape& shape, DType dtype, std::uint64_t seed);
+
+// Copies region `src` of `from` into region `dst` of `to` (same sizes); with an
+// aggregation other than none, combines into what is there instead.
+void copy_region(const Tensor& from, const Rect& src, Tensor& to, const Rect& dst, Agg combine = Agg::none);
+
+// Largest absolute difference and where; tolerance checks use it.
+struct Difference {
+  double max_abs = 0;
+  double max_rel = 0;
+  std::int64_t index = -1;  // flat index of the largest absolute difference
+};
+[[nodiscard]] Difference compare(const Tensor& a, const Tensor& b);
+
+}  // namespace tessel

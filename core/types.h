@@ -1,0 +1,54 @@
+#pragma once
+// Element types, aggregations and the fixed-capacity hyper-rectangle used for blocks.
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tessel {
+
+// Highest tensor / join rank tessel handles. Blocks are hyper-rectangles stored inline
+// (no heap) so that lowering millions of tasks stays cheap.
+inline constexpr int kMaxRank = 8;
+
+using Shape = std::vector<std::int64_t>;
+
+enum class DType : std::uint8_t { f16, bf16, f32, f64 };
+enum class Agg : std::uint8_t { none, sum, max, min, prod };
+
+[[nodiscard]] std::int64_t dtype_bytes(DType t);
+[[nodiscard]] std::string_view to_string(DType t);
+[[nodiscard]] std::string_view to_string(Agg a);
+// Throw Error naming `what` (the input being parsed) on an unknown name.
+[[nodiscard]] DType parse_dtype(std::string_view s, std::string_view what = "dtype");
+[[nodiscard]] Agg parse_agg(std::string_view s, std::string_view what = "aggregation");
+// Neutral element of an aggregation (0 for sum, 1 for prod, -inf for max, +inf for min).
+[[nodiscard]] double agg_identity(Agg a);
+[[nodiscard]] double agg_combine(Agg a, double acc, double v);
+
+[[nodiscard]] std::int64_t elements(const Shape& shape);
+[[nodiscard]] std::string to_string(const Shape& shape);
+
+// A hyper-rectangle [offset, offset + size) in a tensor of rank `rank`.
+struct Rect {
+  int rank = 0;
+  std::array<std::int64_t, kMaxRank> offset{};
+  std::array<std::int64_t, kMaxRank> size{};
+
+  [[nodiscard]] static Rect whole(const Shape& shape);
+  [[nodiscard]] std::int64_t elements() const;
+  [[nodiscard]] Shape shape() const { return Shape(size.begin(), size.begin() + rank); }
+  [[nodiscard]] bool contains(const Rect& inner) const;
+  friend bool operator==(const Rect& a, const Rect& b);
+};
+
+// Intersection of two rects of the same rank; `empty` when they do not overlap.
+[[nodiscard]] bool intersect(const Rect& a, const Rect& b, Rect* out);
+// `inner` expressed relative to `outer`'s origin.
+[[nodiscard]] Rect relative_to(const Rect& inner, const Rect& outer);
+[[nodiscard]] std::string to_string(const Rect& r);
+[[nodiscard]] std::size_t hash_rect(const Rect& r);
+
+}  // namespace tessel

@@ -1,0 +1,92 @@
+#include "experiments/cli.h"
+
+#include <charconv>
+#include <iostream>
+
+#include "core/error.h"
+#include "core/io.h"
+#include "core/workloads.h"
+
+namespace tessel::cli {
+
+void GraphOptions::add(CLI::App& app, const std::string& default_workload) {
+  workload = default_workload;
+  auto* w = app.add_option("-w,--workload", workload,
+                           "built-in workload NAME[:key=value,...] (see `tessel workloads`)");
+  if (!default_workload.empty()) w->capture_default_str();
+  app.add_option("-g,--graph", graph_file, "graph JSON file (instead of -w)");
+}
+
+Graph GraphOptions::load() const {
+  if (!graph_file.empty()) return graph_from_json(read_json_file(graph_file), graph_file);
+  if (workload.empty()) fail("no graph: give -w WORKLOAD or -g GRAPH.json");
+  return build_workload(workload);
+}
+
+std::string GraphOptions::describe() const { return graph_file.empty() ? workload : graph_file; }
+
+void DecompositionOptions::add(CLI::App& app, bool with_devices) {
+  if (with_devices)
+    app.add_option("-d,--devices", devices, "number of devices")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--parts", parts,
+                 "blocks per node: N (split every node N ways, largest index first) and/or "
+                 "NODE=AxBxC,... (parts per join index of NODE)");
+  app.add_option("--decomposition", decomposition_file, "decomposition JSON file (partitions and devices)");
+}
+
+Decomposition DecompositionOptions::load(const Graph& g) const {
+  if (!decomposition_file.empty()) {
+    if (!parts.empty()) fail("give either --parts or --decomposition, not both");
+    Decomposition d = decomposition_from_json(read_json_file(decomposition_file), g, decomposition_file);
+    return d;
+  }
+  if (!parts.empty()) return decomposition_from_parts_spec(g, devices, parts);
+  return split_largest(g, devices);
+}
+
+Decomposition decomposition_from_parts_spec(const Graph& g, int devices, const std::string& spec) {
+  std::vector<std::vector<int>> parts(g.size());
+  std::size_t pos = 0;
+  int uniform = 0;
+  while (pos <= spec.size()) {
+    std::size_t comma = spec.find(',', pos);
+    std::string item = spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    pos = comma == std::string::npos ? spec.size() + 1 : comma + 1;
+    if (item.empty()) continue;
+    std::size_t eq = item.find('=');
+    auto parse_int = [&](const std::string& s) {
+      int v = 0;
+      auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+      if (ec != std::errc() || end != s.data() + s.size() || v < 1)
+        fail("--parts '", spec, "': '", s, "' is not a positive integer");
+      return v;
+    };
+    if (eq == std::string::npos) {
+      uniform = parse_int(item);
+      continue;
+    }
+    std::string name = item.substr(0, eq);
+    auto id = g.find(name);
+    if (!id) fail("--parts '", spec, "': the graph has no node named '", name, "'");
+    std::vector<int> p;
+    std::string dims = item.substr(eq + 1);
+    std::size_t q = 0;
+    while (q <= dims.size()) {
+      std::size_t x = dims.find('x', q);
+      p.push_back(parse_int(dims.substr(q, x == std::string::npos ? std::string::npos : x - q)));
+      q = x == std::string::npos ? dims.size() + 1 : x + 1;
+    }
+    Shape js = g.join_shape(*id);
+    if (p.size() != js.size())
+      fail("--parts '", spec, "': node '", name, "' has join shape ", to_string(js), " (", js.size(), " indices) but ",
+           p.size(), " part counts were given");
+    parts[id->index()] = p;
+  }
+  for (NodeId id : g.ids())
+    if (parts[id.index()].empty() && uniform > 0) parts[id.index()] = split_largest_parts(g.join_shape(id), uniform);
+  return decomposition_from_parts(g, devices, parts);
+}
+
+void print_json(const nlohmann::json& j) { std::cout << j.dump(2) << '\n'; }
+
+}  // namespace tessel::cli

@@ -1,0 +1,48 @@
+#pragma once
+// Shared pieces of the `tessel` command line: how a command names its graph and its
+// decomposition, JSON / text output, and the registry of subcommands.
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "core/graph.h"
+#include "core/partition.h"
+
+namespace tessel::cli {
+
+// -w WORKLOAD[:k=v,...] | -g GRAPH.json
+struct GraphOptions {
+  std::string workload;
+  std::string graph_file;
+  void add(CLI::App& app, const std::string& default_workload = {});
+  [[nodiscard]] Graph load() const;
+  [[nodiscard]] std::string describe() const;
+};
+
+// -d N, --parts SPEC | --decomposition FILE
+struct DecompositionOptions {
+  int devices = 4;
+  std::string parts;
+  std::string decomposition_file;
+  void add(CLI::App& app, bool with_devices = true);
+  // Without --parts or --decomposition: every node split into `devices` blocks along
+  // its largest indices (split_largest).
+  [[nodiscard]] Decomposition load(const Graph& g) const;
+};
+
+// --parts: "4" splits every node into 4 blocks (largest index first);
+// "XY=2x2x1,XYZ=4x1x1" gives node XY parts 2x2x1 ...; both may be combined.
+[[nodiscard]] Decomposition decomposition_from_parts_spec(const Graph& g, int devices, const std::string& spec);
+
+// Prints JSON (pretty) to stdout.
+void print_json(const nlohmann::json& j);
+
+// Each commands_*.cc file adds its subcommands; main() calls them in order.
+void add_core_commands(CLI::App& app);  // workloads, lower, einsum, run   (commands_core.cc)
+void add_plan_commands(CLI::App& app);  // plan                            (commands_plan.cc)
+void add_sim_commands(CLI::App& app);   // simulate                        (commands_sim.cc)
+
+}  // namespace tessel::cli

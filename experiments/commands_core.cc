@@ -1,0 +1,310 @@
+// tessel workloads | lower | einsum | run
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "core/error.h"
+#include "core/io.h"
+#include "core/task_graph.h"
+#include "core/workloads.h"
+#include "experiments/cli.h"
+#include "runtime/executor.h"
+#include "runtime/npy.h"
+
+namespace tessel::cli {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) {
+    b /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u ? "%.2f %s" : "%.0f %s", b, units[u]);
+  return buf;
+}
+
+std::string human_count(double v, const char* unit) {
+  const char* prefixes[] = {"", "k", "M", "G", "T", "P"};
+  int p = 0;
+  while (v >= 1000 && p < 5) {
+    v /= 1000;
+    ++p;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g %s%s", v, prefixes[p], unit);
+  return buf;
+}
+
+void print_summary(const TaskGraph& tg) {
+  auto s = tg.summary();
+  std::printf("  tasks        %lld  (", static_cast<long long>(s.tasks));
+  for (int k = 0; k < kNumTaskKinds; ++k)
+    std::printf("%s%s %lld", k ? ", " : "", std::string(to_string(static_cast<TaskKind>(k))).c_str(),
+                static_cast<long long>(s.count[k]));
+  std::printf(")\n");
+  std::printf("  buffers      %zu\n", tg.buffers.size());
+  std::printf("  bytes moved  %s between devices\n", human_bytes(static_cast<double>(s.bytes_moved)).c_str());
+  std::printf("  bytes copied %s by touches\n", human_bytes(static_cast<double>(s.bytes_touched)).c_str());
+  std::printf("  flops        %s\n", human_count(s.flops, "flop").c_str());
+}
+
+double tolerance(DType t) { return t == DType::f64 ? 1e-9 : 1e-3; }
+
+// Compares every output; returns JSON and whether all are within tolerance.
+json check_outputs(const Graph& g, const runtime::TensorMap& got, const runtime::TensorMap& want, bool* ok) {
+  json out = json::array();
+  *ok = true;
+  for (NodeId id : g.outputs()) {
+    const Node& n = g.node(id);
+    Difference d = compare(got.at(n.name), want.at(n.name));
+    bool pass = d.max_rel <= tolerance(n.dtype);
+    *ok = *ok && pass;
+    out.push_back({{"output", n.name}, {"max_abs_error", d.max_abs}, {"max_rel_error", d.max_rel},
+                   {"worst_index", d.index}, {"tolerance", tolerance(n.dtype)}, {"pass", pass}});
+  }
+  return out;
+}
+
+void add_workloads(CLI::App& app) {
+  auto* cmd = app.add_subcommand("workloads", "list the built-in workloads and their parameters");
+  auto json_out = std::make_shared<bool>(false);
+  cmd->add_flag("--json", *json_out, "machine-readable output");
+  cmd->callback([json_out] {
+    if (*json_out) {
+      json list = json::array();
+      for (const auto& w : workloads()) {
+        json params = json::array();
+        for (const auto& p : w.params) params.push_back({{"name", p.name}, {"default", p.default_value}, {"help", p.help}});
+        Graph g = build_workload(w.name);
+        list.push_back({{"name", w.name}, {"help", w.help}, {"params", params}, {"default_nodes", g.size()}});
+      }
+      print_json(list);
+      return;
+    }
+    for (const auto& w : workloads()) {
+      std::printf("%s\n    %s\n", w.name.c_str(), w.help.c_str());
+      for (const auto& p : w.params)
+        std::printf("    %-8s %-6s %s\n", p.name.c_str(), p.default_value.empty() ? "-" : p.default_value.c_str(),
+                    p.help.c_str());
+    }
+    std::printf("\nuse as NAME:key=value,...  e.g.  -w chain:size=512  or  -w llama-block:model=7b,batch=2\n");
+  });
+}
+
+void add_lower(CLI::App& app) {
+  struct Opts {
+    GraphOptions graph;
+    DecompositionOptions dec;
+    bool json_out = false;
+    std::string decomposition_out;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("lower", "lower a graph under a decomposition to a task graph and summarise it");
+  o->graph.add(*cmd, "chain");
+  o->dec.add(*cmd);
+  cmd->add_flag("--json", o->json_out, "machine-readable output");
+  cmd->add_option("--write-decomposition", o->decomposition_out, "write the decomposition used as JSON");
+  cmd->footer(
+      "Examples:\n"
+      "  tessel lower -w chain:size=1024 -d 8\n"
+      "  tessel lower -w chain -d 4 --parts XY=2x2x1,XYZ=4x1x1\n"
+      "  tessel lower -g graph.json --decomposition plan.json --json");
+  cmd->callback([o] {
+    Graph g = o->graph.load();
+    Decomposition d = o->dec.load(g);
+    auto t0 = Clock::now();
+    TaskGraph tg = lower(g, d);
+    double lower_s = seconds_since(t0);
+    if (!o->decomposition_out.empty()) write_file_atomic(o->decomposition_out, to_json(d, g).dump(2) + "\n");
+    if (o->json_out) {
+      json j = summary_json(tg);
+      j["graph"] = o->graph.describe();
+      j["nodes"] = g.size();
+      j["lower_seconds"] = lower_s;
+      j["tasks_per_second"] = lower_s > 0 ? static_cast<double>(tg.size()) / lower_s : 0.0;
+      print_json(j);
+      return;
+    }
+    std::printf("%s: %zu nodes on %d devices, lowered in %.3f ms\n", o->graph.describe().c_str(), g.size(),
+                d.num_devices, lower_s * 1e3);
+    print_summary(tg);
+  });
+}
+
+void add_einsum(CLI::App& app) {
+  struct Opts {
+    std::string subscripts;
+    std::vector<std::string> files;
+    std::string out;
+    int devices = 1;
+    std::string parts;
+    std::string join;
+    std::string agg;
+    bool json_out = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand(
+      "einsum", "numpy.einsum from the shell, computed by decomposing over N devices and running block by block");
+  cmd->add_option("subscripts", o->subscripts, "subscripts, numpy syntax: ij,jk->ik  ii->i  ij,ij->")->required();
+  cmd->add_option("operands", o->files, ".npy files (float32 or float64, C order)")->required();
+  cmd->add_option("-o,--output", o->out, "result .npy file")->required();
+  cmd->add_option("-d,--devices", o->devices, "number of devices")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--parts", o->parts, "parts per index letter, e.g. i=2,k=2 (default: the largest index split N ways)");
+  cmd->add_option("--join", o->join, "scalar join function (default: product of the operands), e.g. 'add(x0,x1)'");
+  cmd->add_option("--agg", o->agg, "aggregation: sum (default), max, min, prod");
+  cmd->add_flag("--json", o->json_out, "machine-readable report on stdout");
+  cmd->footer("Example:\n  tessel einsum ij,jk->ik a.npy b.npy -o c.npy --devices 4 --parts i=2,k=2");
+  cmd->callback([o] {
+    std::vector<Tensor> operands;
+    for (const auto& f : o->files) operands.push_back(runtime::read_npy(f));
+    DType dtype = DType::f32;
+    for (const auto& t : operands)
+      if (t.dtype == DType::f64) dtype = DType::f64;
+    std::optional<Agg> agg;
+    if (!o->agg.empty()) agg = parse_agg(o->agg, "--agg");
+    GraphBuilder b(dtype);
+    std::vector<NodeId> args;
+    runtime::TensorMap inputs;
+    for (std::size_t i = 0; i < operands.size(); ++i) {
+      std::string name = "in" + std::to_string(i);
+      args.push_back(b.input(name, operands[i].shape));
+      operands[i].dtype = dtype;
+      inputs[name] = operands[i];
+    }
+    NodeId e = b.einsum(o->subscripts, args, o->join, agg, "einsum");
+    b.output(e, "result");
+    Graph g = b.build();
+    // Parts per join index from letters.
+    Subscripts subs = parse_subscripts(o->subscripts);
+    std::string order = subs.output;
+    for (const auto& in : subs.inputs)
+      for (char c : in)
+        if (order.find(c) == std::string::npos) order += c;
+    std::vector<std::vector<int>> parts(g.size());
+    Shape js = g.join_shape(e);
+    if (o->parts.empty()) {
+      parts[e.index()] = split_largest_parts(js, o->devices);
+    } else {
+      parts[e.index()].assign(js.size(), 1);
+      for (const auto& [letter, value] : parse_key_values(o->parts, "--parts")) {
+        if (letter.size() != 1 || order.find(letter[0]) == std::string::npos)
+          fail("--parts: '", letter, "' is not an index letter of ", o->subscripts);
+        int v = 0;
+        try {
+          v = std::stoi(value);
+        } catch (...) {
+          fail("--parts: ", letter, "=", value, " is not an integer");
+        }
+        if (v < 1) fail("--parts: ", letter, "=", value, " must be >= 1");
+        parts[e.index()][order.find(letter[0])] = v;
+      }
+    }
+    Decomposition d = decomposition_from_parts(g, o->devices, parts);
+    // Operand i lives whole on device i mod N; the result is gathered on device 0.
+    for (std::size_t i = 0; i < args.size(); ++i) d.nodes[args[i].index()].devices = {DeviceId(static_cast<int>(i) % o->devices)};
+    TaskGraph tg = lower(g, d);
+    runtime::BlockExecutor exec;
+    auto t0 = Clock::now();
+    runtime::RunResult r = exec.run(g, tg, inputs);
+    double run_s = seconds_since(t0);
+    bool ok = false;
+    json check = check_outputs(g, r.outputs, runtime::evaluate_reference(g, inputs), &ok);
+    if (!ok) fail("einsum: the decomposed result differs from the reference evaluator: ", check.dump());
+    runtime::write_npy(o->out, r.outputs.at("result"));
+    if (o->json_out) {
+      json j = summary_json(tg);
+      j["subscripts"] = o->subscripts;
+      j["parts"] = d.plan(e).partition.parts();
+      j["output"] = o->out;
+      j["shape"] = r.outputs.at("result").shape;
+      j["run_seconds"] = run_s;
+      j["check"] = check;
+      print_json(j);
+    }
+  });
+}
+
+void add_run(CLI::App& app) {
+  struct Opts {
+    GraphOptions graph;
+    DecompositionOptions dec;
+    std::uint64_t seed = 1;
+    bool json_out = false;
+    std::string trace;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("run",
+                                 "run a workload's task graph block by block on random inputs and check it against "
+                                 "the reference evaluator");
+  o->graph.add(*cmd, "chain");
+  o->dec.add(*cmd);
+  cmd->add_option("--seed", o->seed, "seed of the random inputs")->capture_default_str();
+  cmd->add_option("--trace", o->trace, "write the measured timeline as Chrome-trace JSON");
+  cmd->add_flag("--json", o->json_out, "machine-readable output");
+  cmd->footer("Example:\n  tessel run -w ffn -d 4\n  tessel run -w llama-block:model=tiny -d 8 --json");
+  cmd->callback([o] {
+    Graph g = o->graph.load();
+    Decomposition d = o->dec.load(g);
+    auto t0 = Clock::now();
+    TaskGraph tg = lower(g, d);
+    double lower_s = seconds_since(t0);
+    runtime::TensorMap inputs = runtime::random_inputs(g, o->seed);
+    t0 = Clock::now();
+    runtime::TensorMap want = runtime::evaluate_reference(g, inputs);
+    double ref_s = seconds_since(t0);
+    runtime::BlockExecutor exec;
+    t0 = Clock::now();
+    runtime::RunResult r = exec.run(g, tg, inputs);
+    double run_s = seconds_since(t0);
+    bool ok = false;
+    json check = check_outputs(g, r.outputs, want, &ok);
+    if (!o->trace.empty()) {
+      std::ostringstream os;
+      write_chrome_trace(os, r.timeline, &tg, &g);
+      write_file_atomic(o->trace, os.str());
+    }
+    if (o->json_out) {
+      json j = summary_json(tg);
+      j["graph"] = o->graph.describe();
+      j["backend"] = exec.name();
+      j["lower_seconds"] = lower_s;
+      j["reference_seconds"] = ref_s;
+      j["measured_s"] = run_s;
+      j["check"] = check;
+      j["pass"] = ok;
+      print_json(j);
+    } else {
+      std::printf("%s on %d devices (%zu nodes)\n", o->graph.describe().c_str(), d.num_devices, g.size());
+      print_summary(tg);
+      std::printf("  lowered in   %.3f ms\n", lower_s * 1e3);
+      std::printf("  block run    %.3f ms (one thread, block by block)\n", run_s * 1e3);
+      std::printf("  reference    %.3f ms (whole tensors)\n", ref_s * 1e3);
+      for (const auto& c : check)
+        std::printf("  output %-6s max |error| %.3g (relative %.3g, tolerance %.0e): %s\n",
+                    c["output"].get<std::string>().c_str(), c["max_abs_error"].get<double>(),
+                    c["max_rel_error"].get<double>(), c["tolerance"].get<double>(),
+                    c["pass"].get<bool>() ? "PASS" : "FAIL");
+    }
+    if (!ok) fail("run: the block-by-block result differs from the reference evaluator");
+  });
+}
+
+}  // namespace
+
+void add_core_commands(CLI::App& app) {
+  add_workloads(app);
+  add_lower(app);
+  add_einsum(app);
+  add_run(app);
+}
+
+}  // namespace tessel::cli

@@ -1,0 +1,51 @@
+#pragma once
+// Executors run a TaskGraph for real and report the outputs and a measured Timeline
+// in the simulator's schema. The reference evaluator computes a Graph directly; every
+// executor must agree with it.
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "core/graph.h"
+#include "core/task_graph.h"
+#include "core/tensor.h"
+#include "core/timeline.h"
+
+namespace tessel::runtime {
+
+using TensorMap = std::map<std::string, Tensor>;  // by node name
+
+struct RunResult {
+  TensorMap outputs;  // by output node name
+  Timeline timeline;
+};
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  [[nodiscard]] virtual std::string name() const = 0;
+  // `inputs` holds one tensor per input node, by name, of the node's shape.
+  [[nodiscard]] virtual RunResult run(const Graph& g, const TaskGraph& tg, const TensorMap& inputs) = 0;
+};
+
+// Evaluates the graph node by node on whole tensors.
+[[nodiscard]] TensorMap evaluate_reference(const Graph& g, const TensorMap& inputs);
+
+// Random inputs for every input node, reproducible from the seed.
+[[nodiscard]] TensorMap random_inputs(const Graph& g, std::uint64_t seed);
+
+// Checks that `inputs` has exactly one tensor of the right shape per input node;
+// throws Error naming the input otherwise.
+void check_inputs(const Graph& g, const TensorMap& inputs);
+
+// Runs the task graph block by block on one thread with a separate memory per device.
+// Checks as it goes that every task reads only buffers on its own device, and that
+// every output element is written exactly once.
+class BlockExecutor final : public Executor {
+ public:
+  [[nodiscard]] std::string name() const override { return "block"; }
+  [[nodiscard]] RunResult run(const Graph& g, const TaskGraph& tg, const TensorMap& inputs) override;
+};
+
+}  // namespace tessel::runtime
