@@ -65,8 +65,10 @@ struct RegionKey {
 };
 struct RegionKeyHash {
   std::size_t operator()(const RegionKey& k) const {
-    return hash_rect(k.region) ^ (static_cast<std::size_t>(k.a) * 0x100000001b3ULL) ^
-           (static_cast<std::size_t>(k.device) << 40);
+    std::uint64_t h = hash_rect(k.region);
+    h = (h ^ static_cast<std::uint64_t>(static_cast<std::uint32_t>(k.a))) * 0x9e3779b97f4a7c15ULL;
+    h = (h ^ (h >> 29) ^ static_cast<std::uint64_t>(static_cast<std::uint32_t>(k.device))) * 0xbf58476d1ce4e5b9ULL;
+    return static_cast<std::size_t>(h ^ (h >> 32));
   }
 };
 
@@ -82,6 +84,15 @@ class Lowering {
   Lowering(const Graph& g, const Decomposition& d) : g_(g), d_(d) {
     tg_.num_devices = d.num_devices;
     produced_.resize(g.size());
+    group_of_device_.assign(static_cast<std::size_t>(d.num_devices), -1);
+    // A rough size estimate spares the big vectors most of their regrowth copies.
+    std::size_t blocks = 0;
+    for (NodeId id : g.ids()) blocks += static_cast<std::size_t>(d.plan(id).partition.num_blocks());
+    tg_.tasks.reserve(blocks * 8);
+    tg_.buffers.reserve(blocks * 5);
+    prev_writer_.reserve(blocks * 8);
+    last_writer_.reserve(blocks * 5);
+    moves_.reserve(blocks * 4);
   }
 
   TaskGraph run() {
@@ -100,28 +111,33 @@ class Lowering {
  private:
   BufferId new_buffer(DeviceId device, Shape shape, DType dtype, Agg init, NodeId node) {
     tg_.buffers.push_back(Buffer{device, std::move(shape), dtype, init, node});
-    writers_.emplace_back();
+    last_writer_.push_back(-1);
     return BufferId(static_cast<std::int32_t>(tg_.buffers.size() - 1));
   }
 
   TaskId emit(Task t) {
     TaskId id(static_cast<std::int32_t>(tg_.tasks.size()));
-    for (BufferId b : t.reads) {
-      const auto& w = writers_[b.index()];
-      t.deps.insert(t.deps.end(), w.begin(), w.end());
-    }
+    // All writers of a buffer are emitted before its first reader (asserted by
+    // TaskGraph::validate's ordering check in tests), so they are known here.
+    for (BufferId b : t.reads)
+      for (std::int32_t w = last_writer_[b.index()]; w >= 0; w = prev_writer_[w]) t.deps.emplace_back(w);
     if (t.deps.size() > 1) {
       std::sort(t.deps.begin(), t.deps.end());
       t.deps.erase(std::unique(t.deps.begin(), t.deps.end()), t.deps.end());
     }
-    if (t.writes.valid()) writers_[t.writes.index()].push_back(id);
+    if (t.writes.valid()) {
+      prev_writer_.push_back(last_writer_[t.writes.index()]);
+      last_writer_[t.writes.index()] = id.value;
+    } else {
+      prev_writer_.push_back(-1);
+    }
     tg_.tasks.push_back(std::move(t));
     return id;
   }
 
   BufferId move(BufferId src, const Rect& region, DeviceId to) {
-    RegionKey key{src.value, to.value, region};
-    if (auto it = moves_.find(key); it != moves_.end()) return it->second;
+    auto [slot, inserted] = moves_.try_emplace(RegionKey{src.value, to.value, region}, BufferId());
+    if (!inserted) return slot->second;
     const Buffer& b = tg_.buffers[src.index()];
     DType dtype = b.dtype;
     NodeId node = b.node;
@@ -136,7 +152,7 @@ class Lowering {
     BufferId out = new_buffer(to, region.shape(), dtype, Agg::none, node);
     t.writes = out;
     emit(std::move(t));
-    moves_.emplace(key, out);
+    slot->second = out;
     return out;
   }
 
@@ -298,18 +314,19 @@ class Lowering {
       Rect out_rect = pr.partition.block(o);
       Rect whole = Rect::whole(out_rect.shape());
       BufferId result = new_buffer(site, out_rect.shape(), n.dtype, e.agg, id);
-      std::vector<DeviceId> order;
+      std::vector<DeviceId> order;  // devices holding partials, by first appearance
       std::vector<std::vector<BufferId>> groups;
       for (std::int64_t a = 0; a < partials; ++a) {
         DeviceId dev = plan.devices[o * partials + a];
-        auto it = std::find(order.begin(), order.end(), dev);
-        if (it == order.end()) {
+        std::int32_t& slot = group_of_device_[dev.index()];
+        if (slot < 0) {
+          slot = static_cast<std::int32_t>(order.size());
           order.push_back(dev);
           groups.emplace_back();
-          it = order.end() - 1;
         }
-        groups[it - order.begin()].push_back(block_out[o * partials + a]);
+        groups[slot].push_back(block_out[o * partials + a]);
       }
+      for (DeviceId dev : order) group_of_device_[dev.index()] = -1;
       for (std::size_t gi = 0; gi < order.size(); ++gi) {
         const auto& bufs = groups[gi];
         if (order[gi] == site) {
@@ -381,7 +398,9 @@ class Lowering {
   const Decomposition& d_;
   TaskGraph tg_;
   std::vector<Produced> produced_;
-  std::vector<std::vector<TaskId>> writers_;
+  std::vector<std::int32_t> group_of_device_;  // scratch for aggregation: device -> group, -1
+  std::vector<std::int32_t> last_writer_;  // per buffer: newest task writing it, -1 if none
+  std::vector<std::int32_t> prev_writer_;  // per task: the previous writer of its buffer
   std::unordered_map<RegionKey, BufferId, RegionKeyHash> moves_;
   std::unordered_map<RegionKey, BufferId, RegionKeyHash> assembled_;
 };

@@ -148,12 +148,18 @@ std::string to_string(const Rect& r) {
 }
 
 std::size_t hash_rect(const Rect& r) {
-  std::size_t h = static_cast<std::size_t>(r.rank) * 0x9e3779b97f4a7c15ULL;
+  // Multiply-xorshift mixing per coordinate: cheap, and no clustering of the
+  // low bits that bucket selection uses.
+  auto mix = [](std::uint64_t h, std::uint64_t v) {
+    h = (h ^ v) * 0x9e3779b97f4a7c15ULL;
+    return h ^ (h >> 29);
+  };
+  std::uint64_t h = static_cast<std::uint64_t>(r.rank);
   for (int i = 0; i < r.rank; ++i) {
-    h ^= static_cast<std::size_t>(r.offset[i]) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
-    h ^= static_cast<std::size_t>(r.size[i]) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    h = mix(h, static_cast<std::uint64_t>(r.offset[i]));
+    h = mix(h, static_cast<std::uint64_t>(r.size[i]));
   }
-  return h;
+  return static_cast<std::size_t>(h);
 }
 
 }  // namespace tessel
