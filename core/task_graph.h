@@ -90,3 +90,17 @@ struct TaskGraph {
 [[nodiscard]] std::vector<std::vector<TaskId>> successors(const TaskGraph& tg);
 
 }  // namespace tessel
+
+namespace tessel {
+
+// The bulk-synchronous schedule shared by the simulator and the executors: for each
+// graph node in order, phase 2·node holds its input and compute tasks, phase
+// 2·node + 1 the communication its outputs need (moves, touches and output tasks that
+// belong to the node). A task may start only when every task of an earlier phase has
+// finished. Dependencies never point to a later phase.
+[[nodiscard]] inline std::int32_t bsp_phase(const Task& t) {
+  const bool compute = t.kind == TaskKind::input || t.kind == TaskKind::compute;
+  return 2 * t.node.value + (compute ? 0 : 1);
+}
+
+}  // namespace tessel

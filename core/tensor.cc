@@ -68,6 +68,9 @@ void copy_region(const Tensor& from, const Rect& src, Tensor& to, const Rect& ds
 Difference compare(const Tensor& a, const Tensor& b) {
   if (a.shape != b.shape) fail("compare: shapes ", to_string(a.shape), " and ", to_string(b.shape), " differ");
   Difference d;
+  double scale = 1.0;
+  for (double y : b.data)
+    if (std::isfinite(y)) scale = std::max(scale, std::fabs(y));
   for (std::size_t i = 0; i < a.data.size(); ++i) {
     double x = a.data[i], y = b.data[i];
     if (x == y) continue;  // also equal infinities
@@ -80,6 +83,7 @@ Difference compare(const Tensor& a, const Tensor& b) {
     }
     d.max_rel = std::max(d.max_rel, rel);
   }
+  d.normwise_rel = d.max_abs / scale;
   return d;
 }
 

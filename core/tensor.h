@@ -35,7 +35,8 @@ void copy_region(const Tensor& from, const Rect& src, Tensor& to, const Rect& ds
 // Largest absolute difference and where; tolerance checks use it.
 struct Difference {
   double max_abs = 0;
-  double max_rel = 0;
+  double max_rel = 0;       // elementwise: |a-b| / max(1, |a|, |b|)
+  double normwise_rel = 0;  // max_abs / max(1, max |b|): robust to cancellation in long sums
   std::int64_t index = -1;  // flat index of the largest absolute difference
 };
 [[nodiscard]] Difference compare(const Tensor& a, const Tensor& b);

@@ -1,0 +1,308 @@
+#include "runtime/cpu_executor.h"
+
+#include <pthread.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <queue>
+#include <thread>
+
+#include "core/error.h"
+#include "runtime/cpu_kernels.h"
+
+namespace tessel::runtime {
+
+Policy parse_policy(std::string_view s) {
+  if (s == "async") return Policy::async;
+  if (s == "bsp") return Policy::bsp;
+  fail("unknown policy '", s, "' (expected async or bsp)");
+}
+
+std::string_view to_string(Policy p) { return p == Policy::async ? "async" : "bsp"; }
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Ready tasks of one device, lowest task id first.
+struct ReadyQueue {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::priority_queue<std::int32_t, std::vector<std::int32_t>, std::greater<>> tasks;
+};
+
+template <class T>
+class Run {
+ public:
+  Run(const Graph& g, const TaskGraph& tg, const TensorMap& inputs, CpuOptions options)
+      : g_(g), tg_(tg), inputs_(inputs), options_(options), queues_(static_cast<std::size_t>(tg.num_devices)) {}
+
+  RunResult execute() {
+    const std::size_t n = tg_.tasks.size();
+    succs_ = successors(tg_);
+    deps_left_ = std::make_unique<std::atomic<std::int32_t>[]>(n);
+    readers_left_ = std::make_unique<std::atomic<std::int32_t>[]>(tg_.buffers.size());
+    for (std::size_t b = 0; b < tg_.buffers.size(); ++b) readers_left_[b].store(0, std::memory_order_relaxed);
+    for (std::size_t i = 0; i < n; ++i) {
+      deps_left_[i].store(static_cast<std::int32_t>(tg_.tasks[i].deps.size()), std::memory_order_relaxed);
+      for (BufferId b : tg_.tasks[i].reads) readers_left_[b.index()].fetch_add(1, std::memory_order_relaxed);
+    }
+    storage_.resize(tg_.buffers.size());
+    for (NodeId id : g_.outputs()) {
+      const Node& node = g_.node(id);
+      result_.outputs.emplace(node.name, Tensor(node.shape, node.dtype));
+    }
+    result_.timeline.source = std::string("cpu-") + std::string(to_string(options_.policy));
+    if (options_.policy == Policy::bsp) {
+      std::int32_t phases = 0;
+      for (const Task& t : tg_.tasks) phases = std::max(phases, bsp_phase(t) + 1);
+      phase_left_ = std::make_unique<std::atomic<std::int32_t>[]>(static_cast<std::size_t>(phases));
+      for (std::int32_t p = 0; p < phases; ++p) phase_left_[p].store(0, std::memory_order_relaxed);
+      for (const Task& t : tg_.tasks) phase_left_[bsp_phase(t)].fetch_add(1, std::memory_order_relaxed);
+      held_.resize(static_cast<std::size_t>(phases));
+      num_phases_ = phases;
+    }
+    tasks_left_.store(static_cast<std::int64_t>(n));
+    spans_.resize(static_cast<std::size_t>(tg_.num_devices));
+    t0_ = Clock::now();
+    if (options_.policy == Policy::bsp) {
+      std::lock_guard<std::mutex> lock(phase_mutex_);
+      advance_phase_locked();
+    }
+    for (std::size_t i = 0; i < n; ++i)
+      if (tg_.tasks[i].deps.empty()) make_ready(static_cast<std::int32_t>(i));
+    if (n == 0) done_.store(true);
+    std::vector<std::thread> workers;
+    for (int d = 0; d < tg_.num_devices; ++d) workers.emplace_back([this, d] { worker(d); });
+    for (auto& w : workers) w.join();
+    if (error_) std::rethrow_exception(error_);
+    for (auto& s : spans_) result_.timeline.spans.insert(result_.timeline.spans.end(), s.begin(), s.end());
+    std::sort(result_.timeline.spans.begin(), result_.timeline.spans.end(),
+              [](const Span& a, const Span& b) { return a.task < b.task; });
+    return std::move(result_);
+  }
+
+ private:
+  void push(std::int32_t task) {
+    ReadyQueue& q = queues_[tg_.tasks[task].device.index()];
+    {
+      std::lock_guard<std::mutex> lock(q.mutex);
+      q.tasks.push(task);
+    }
+    q.cv.notify_one();
+  }
+
+  void make_ready(std::int32_t task) {
+    if (options_.policy == Policy::bsp) {
+      std::int32_t p = bsp_phase(tg_.tasks[task]);
+      std::lock_guard<std::mutex> lock(phase_mutex_);
+      if (p > current_phase_) {
+        held_[p].push_back(task);
+        return;
+      }
+    }
+    push(task);
+  }
+
+  // Moves past finished phases and releases the tasks held for the new one.
+  void advance_phase_locked() {
+    while (current_phase_ < num_phases_ && phase_left_[current_phase_].load() == 0) {
+      ++current_phase_;
+      if (current_phase_ < num_phases_) {
+        for (std::int32_t t : held_[current_phase_]) push(t);
+        held_[current_phase_].clear();
+      }
+    }
+  }
+
+  void finish(std::int32_t task) {
+    for (TaskId s : succs_[task])
+      if (deps_left_[s.index()].fetch_sub(1, std::memory_order_acq_rel) == 1) make_ready(s.value);
+    for (BufferId b : tg_.tasks[task].reads)
+      if (readers_left_[b.index()].fetch_sub(1, std::memory_order_acq_rel) == 1) std::vector<T>().swap(storage_[b.index()]);
+    if (options_.policy == Policy::bsp) {
+      std::int32_t p = bsp_phase(tg_.tasks[task]);
+      if (phase_left_[p].fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        std::lock_guard<std::mutex> lock(phase_mutex_);
+        advance_phase_locked();
+      }
+    }
+    if (tasks_left_.fetch_sub(1, std::memory_order_acq_rel) == 1) stop_all();
+  }
+
+  void stop_all() {
+    done_.store(true);
+    for (auto& q : queues_) {
+      std::lock_guard<std::mutex> lock(q.mutex);
+      q.cv.notify_all();
+    }
+  }
+
+  void worker(int device) {
+    if (options_.pin_threads) {
+      unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(static_cast<unsigned>(device) % cores, &set);
+      pthread_setaffinity_np(pthread_self(), sizeof(set), &set);  // best effort
+    }
+    ReadyQueue& q = queues_[static_cast<std::size_t>(device)];
+    cpu::Scratch<T> scratch;
+    std::vector<const T*> operands;
+    for (;;) {
+      std::int32_t task = -1;
+      {
+        std::unique_lock<std::mutex> lock(q.mutex);
+        q.cv.wait(lock, [&] { return !q.tasks.empty() || done_.load(); });
+        if (q.tasks.empty()) return;
+        task = q.tasks.top();
+        q.tasks.pop();
+      }
+      const Task& t = tg_.tasks[task];
+      const auto start = Clock::now();
+      try {
+        run_task(t, scratch, operands);
+      } catch (...) {
+        {
+          std::lock_guard<std::mutex> lock(error_mutex_);
+          if (!error_) {
+            std::string what = "?";
+            try {
+              throw;
+            } catch (const std::exception& e) {
+              what = e.what();
+            } catch (...) {
+            }
+            error_ = std::make_exception_ptr(Error("cpu executor: task " + std::to_string(task) + " (" +
+                                                   std::string(to_string(t.kind)) + " of node '" +
+                                                   g_.node(t.node).name + "') failed: " + what));
+          }
+        }
+        stop_all();
+        return;
+      }
+      const auto end = Clock::now();
+      spans_[static_cast<std::size_t>(device)].push_back(
+          Span{TaskId(task), t.device, default_lane(t.kind), std::chrono::duration<double>(start - t0_).count(),
+               std::chrono::duration<double>(end - t0_).count()});
+      finish(task);
+    }
+  }
+
+  std::vector<T>& writable(BufferId b) {
+    std::vector<T>& s = storage_[b.index()];
+    if (s.empty()) {
+      const Buffer& info = tg_.buffer(b);
+      s.assign(static_cast<std::size_t>(elements(info.shape)),
+               static_cast<T>(info.init == Agg::none ? 0.0 : agg_identity(info.init)));
+    }
+    return s;
+  }
+
+  void run_task(const Task& t, cpu::Scratch<T>& scratch, std::vector<const T*>& operands) {
+    switch (t.kind) {
+      case TaskKind::input: {
+        const Tensor& whole = inputs_.at(g_.node(t.node).name);
+        std::vector<T>& out = writable(t.writes);
+        const Shape& shape = tg_.buffer(t.writes).shape;
+        // Tensor holds doubles: copy the region element by element into T.
+        std::vector<double> tmp(out.size());
+        cpu::copy_region<double>(whole.data.data(), whole.shape, t.src, tmp.data(), shape, Rect::whole(shape),
+                                 Agg::none);
+        std::copy(tmp.begin(), tmp.end(), out.begin());
+        break;
+      }
+      case TaskKind::compute: {
+        const Node& n = g_.node(t.node);
+        std::vector<T>& out = writable(t.writes);
+        if (n.kind == NodeKind::fill) {
+          cpu::fill_block<T>(n.fill, t.src, out.data());
+        } else {
+          const Einsum block = n.einsum.with_join_shape(t.src.shape());
+          if (t.reads.size() != block.inputs.size())
+            fail("compute task reads ", t.reads.size(), " buffers for ", block.inputs.size(), " operands");
+          operands.clear();
+          for (std::size_t i = 0; i < t.reads.size(); ++i) {
+            const std::vector<T>& in = storage_[t.reads[i].index()];
+            if (static_cast<std::int64_t>(in.size()) != elements(block.input_shape(static_cast<int>(i))))
+              fail("operand ", i, " holds ", in.size(), " elements but block ", to_string(t.src), " needs ",
+                   tessel::to_string(block.input_shape(static_cast<int>(i))));
+            operands.push_back(in.data());
+          }
+          if (static_cast<std::int64_t>(out.size()) != elements(block.out_shape()))
+            fail("output buffer holds ", out.size(), " elements but block ", to_string(t.src), " writes ",
+                 tessel::to_string(block.out_shape()));
+          cpu::einsum_block<T>(block, operands, out.data(), scratch);
+        }
+        break;
+      }
+      case TaskKind::touch: {
+        const Buffer& src = tg_.buffer(t.reads[0]);
+        const Buffer& dst = tg_.buffer(t.writes);
+        std::vector<T>& out = writable(t.writes);
+        cpu::copy_region<T>(storage_[t.reads[0].index()].data(), src.shape, t.src, out.data(), dst.shape, t.dst,
+                            t.op == TouchOp::accumulate ? t.agg : Agg::none);
+        break;
+      }
+      case TaskKind::move: {
+        const Buffer& src = tg_.buffer(t.reads[0]);
+        const Buffer& dst = tg_.buffer(t.writes);
+        std::vector<T>& out = writable(t.writes);
+        cpu::copy_region<T>(storage_[t.reads[0].index()].data(), src.shape, t.src, out.data(), dst.shape,
+                            Rect::whole(dst.shape), Agg::none);
+        break;
+      }
+      case TaskKind::output: {
+        const Buffer& src = tg_.buffer(t.reads[0]);
+        Tensor& out = result_.outputs.at(g_.node(t.node).name);
+        const std::vector<T>& data = storage_[t.reads[0].index()];
+        std::vector<double> tmp(data.begin(), data.end());
+        cpu::copy_region<double>(tmp.data(), src.shape, Rect::whole(src.shape), out.data.data(), out.shape, t.src,
+                                 Agg::none);
+        break;
+      }
+    }
+  }
+
+  const Graph& g_;
+  const TaskGraph& tg_;
+  const TensorMap& inputs_;
+  CpuOptions options_;
+  std::vector<ReadyQueue> queues_;
+  std::vector<std::vector<TaskId>> succs_;
+  std::unique_ptr<std::atomic<std::int32_t>[]> deps_left_;
+  std::unique_ptr<std::atomic<std::int32_t>[]> readers_left_;
+  std::vector<std::vector<T>> storage_;
+  std::atomic<std::int64_t> tasks_left_{0};
+  std::atomic<bool> done_{false};
+  std::vector<std::vector<Span>> spans_;
+  Clock::time_point t0_;
+  RunResult result_;
+  std::mutex error_mutex_;
+  std::exception_ptr error_;
+  // bsp only
+  std::mutex phase_mutex_;
+  std::unique_ptr<std::atomic<std::int32_t>[]> phase_left_;
+  std::vector<std::vector<std::int32_t>> held_;
+  std::int32_t current_phase_ = 0;
+  std::int32_t num_phases_ = 0;
+};
+
+}  // namespace
+
+RunResult CpuExecutor::run(const Graph& g, const TaskGraph& tg, const TensorMap& inputs) {
+  check_inputs(g, inputs);
+  tg.validate();
+  bool f64 = false;
+  for (const Node& n : g.nodes()) f64 = f64 || n.dtype == DType::f64;
+  if (f64) return Run<double>(g, tg, inputs, options_).execute();
+  return Run<float>(g, tg, inputs, options_).execute();
+}
+
+}  // namespace tessel::runtime

@@ -1,0 +1,142 @@
+// The CPU executor against the reference evaluator, its timeline, its policies, and
+// its failure behaviour.
+#include "runtime/cpu_executor.h"
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "core/partition.h"
+#include "core/task_graph.h"
+#include "core/workloads.h"
+#include "runtime/cpu_kernels.h"
+
+namespace tessel::runtime {
+namespace {
+
+const char* kSmallWorkloads[] = {"chain:size=48", "chain-sum:size=40", "chain-sum:size=60,skewed=1",
+                                 "ffn:tokens=24,dim=16,hidden=40", "llama-block:model=tiny,seq=8"};
+
+void expect_matches_reference(const Graph& g, const RunResult& r, const TensorMap& want, const std::string& label) {
+  for (NodeId id : g.outputs()) {
+    const std::string& name = g.node(id).name;
+    Difference d = compare(r.outputs.at(name), want.at(name));
+    EXPECT_LE(d.normwise_rel, 1e-5) << label << " output " << name << " max abs error " << d.max_abs << " at "
+                                    << d.index;
+  }
+}
+
+void expect_timeline_consistent(const TaskGraph& tg, const Timeline& tl, const std::string& label) {
+  ASSERT_EQ(tl.spans.size(), tg.tasks.size()) << label;
+  for (std::size_t i = 0; i < tl.spans.size(); ++i) {
+    const Span& s = tl.spans[i];
+    ASSERT_EQ(s.task.index(), i) << label;
+    EXPECT_EQ(s.device, tg.tasks[i].device) << label;
+    EXPECT_LE(s.start_s, s.end_s) << label;
+    for (TaskId d : tg.tasks[i].deps)
+      EXPECT_LE(tl.spans[d.index()].end_s, s.start_s) << label << ": task " << i << " started before dep " << d;
+  }
+}
+
+TEST(CpuExecutor, EveryWorkloadMatchesReferenceOn1To4DevicesUnderBothPolicies) {
+  for (const char* w : kSmallWorkloads) {
+    Graph g = build_workload(w);
+    TensorMap inputs = random_inputs(g, 3);
+    TensorMap want = evaluate_reference(g, inputs);
+    for (int devices : {1, 2, 4}) {
+      TaskGraph tg = lower(g, split_largest(g, devices));
+      for (Policy p : {Policy::async, Policy::bsp}) {
+        std::string label = std::string(w) + " d=" + std::to_string(devices) + " " + std::string(to_string(p));
+        RunResult r = CpuExecutor({p, false}).run(g, tg, inputs);
+        expect_matches_reference(g, r, want, label);
+        expect_timeline_consistent(tg, r.timeline, label);
+      }
+    }
+  }
+}
+
+TEST(CpuExecutor, StressOverWorkerCountsWithUnevenSplits) {
+  Graph g = build_workload("chain-sum:size=37");
+  TensorMap inputs = random_inputs(g, 11);
+  TensorMap want = evaluate_reference(g, inputs);
+  for (int devices = 1; devices <= 12; ++devices) {
+    // 5 parts of 37 are uneven; the contractions' aggregated index is split 3 ways.
+    std::vector<std::vector<int>> parts;
+    for (NodeId id : g.ids()) {
+      std::vector<int> p(g.join_shape(id).size(), 1);
+      p[0] = 5;
+      if (p.size() == 3) p[2] = 3;
+      parts.push_back(p);
+    }
+    TaskGraph tg = lower(g, decomposition_from_parts(g, devices, parts));
+    for (int rep = 0; rep < 3; ++rep) {
+      RunResult r = CpuExecutor({rep % 2 ? Policy::bsp : Policy::async, false}).run(g, tg, inputs);
+      expect_matches_reference(g, r, want, "devices=" + std::to_string(devices));
+    }
+  }
+}
+
+TEST(CpuExecutor, BspStartsNoTaskBeforeEveryEarlierPhaseEnds) {
+  Graph g = build_workload("ffn:tokens=32,dim=16,hidden=32");
+  TaskGraph tg = lower(g, split_largest(g, 2));
+  RunResult r = CpuExecutor({Policy::bsp, false}).run(g, tg, random_inputs(g, 1));
+  std::map<std::int32_t, double> phase_end;
+  for (const Span& s : r.timeline.spans) {
+    double& e = phase_end[bsp_phase(tg.task(s.task))];
+    e = std::max(e, s.end_s);
+  }
+  for (const Span& s : r.timeline.spans) {
+    std::int32_t p = bsp_phase(tg.task(s.task));
+    for (const auto& [q, end] : phase_end)
+      if (q < p) {
+        EXPECT_LE(end, s.start_s) << "task " << s.task << " of phase " << p << " started before phase " << q;
+      }
+  }
+}
+
+TEST(CpuExecutor, AFailingTaskSurfacesAsAnErrorNotAHang) {
+  Graph g = build_workload("chain:size=16");
+  TaskGraph tg = lower(g, split_largest(g, 2));
+  // Corrupt one compute task's output buffer so the kernel's shape check fails.
+  for (const Task& t : tg.tasks)
+    if (t.kind == TaskKind::compute) {
+      tg.buffers[t.writes.index()].shape = {1};
+      break;
+    }
+  for (Policy p : {Policy::async, Policy::bsp}) {
+    try {
+      (void)CpuExecutor({p, false}).run(g, tg, random_inputs(g, 1));
+      FAIL() << "expected an Error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("compute of node"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(CpuKernels, ContractionsTakeTheGemmPathAndOthersTheGenericOne) {
+  auto e = [](const char* s, std::vector<Shape> shapes) { return Einsum::from_subscripts(s, shapes); };
+  EXPECT_EQ(cpu::kernel_path(e("ij,jk->ik", {{2, 3}, {3, 4}})), cpu::KernelPath::gemm);
+  EXPECT_EQ(cpu::kernel_path(e("bshk,bthk->bhst", {{1, 2, 3, 4}, {1, 2, 3, 4}})), cpu::KernelPath::gemm);
+  EXPECT_EQ(cpu::kernel_path(e("ij,j->ij", {{2, 3}, {3}})), cpu::KernelPath::generic);  // broadcast
+  EXPECT_EQ(cpu::kernel_path(e("ii,ij->j", {{3, 3}, {3, 4}})), cpu::KernelPath::generic);  // diagonal
+  EXPECT_EQ(cpu::kernel_path(e("ij,k->i", {{2, 3}, {4}})), cpu::KernelPath::generic);   // one-sided sums
+}
+
+TEST(CpuKernels, GemmPathWithPermutedOperandsMatchesReferenceKernel) {
+  // Operands stored in orders that need permuting, output order too.
+  Einsum e = Einsum::from_subscripts("kbm,nkb->nbm", {{5, 3, 4}, {6, 5, 3}});
+  ASSERT_EQ(cpu::kernel_path(e), cpu::KernelPath::gemm);
+  Tensor a = random_tensor({5, 3, 4}, DType::f64, 1), b = random_tensor({6, 5, 3}, DType::f64, 2);
+  Graph g;
+  GraphBuilder gb(DType::f64);
+  auto x = gb.input("a", a.shape);
+  auto y = gb.input("b", b.shape);
+  gb.output(gb.einsum("kbm,nkb->nbm", {x, y}), "out");
+  TensorMap want = evaluate_reference(gb.build(), {{"a", a}, {"b", b}});
+  std::vector<double> out(6 * 3 * 4);
+  cpu::Scratch<double> scratch;
+  cpu::einsum_block<double>(e, {a.data.data(), b.data.data()}, out.data(), scratch);
+  for (std::size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out[i], want.at("out").data[i], 1e-12) << i;
+}
+
+}  // namespace
+}  // namespace tessel::runtime
