@@ -162,6 +162,7 @@ void add_einsum(CLI::App& app) {
     std::string parts;
     std::string join;
     std::string agg;
+    std::string backend = "cpu";
     bool json_out = false;
   };
   auto o = std::make_shared<Opts>();
@@ -174,6 +175,8 @@ void add_einsum(CLI::App& app) {
   cmd->add_option("--parts", o->parts, "parts per index letter, e.g. i=2,k=2 (default: the largest index split N ways)");
   cmd->add_option("--join", o->join, "scalar join function (default: product of the operands), e.g. 'add(x0,x1)'");
   cmd->add_option("--agg", o->agg, "aggregation: sum (default), max, min, prod");
+  cmd->add_option("--backend", o->backend, "cpu (a worker thread per device) or block (one thread, in order)")
+      ->capture_default_str();
   cmd->add_flag("--json", o->json_out, "machine-readable report on stdout");
   cmd->footer("Example:\n  tessel einsum ij,jk->ik a.npy b.npy -o c.npy --devices 4 --parts i=2,k=2");
   cmd->callback([o] {
@@ -225,9 +228,9 @@ void add_einsum(CLI::App& app) {
     // Operand i lives whole on device i mod N; the result is gathered on device 0.
     for (std::size_t i = 0; i < args.size(); ++i) d.nodes[args[i].index()].devices = {DeviceId(static_cast<int>(i) % o->devices)};
     TaskGraph tg = lower(g, d);
-    runtime::BlockExecutor exec;
+    auto exec = make_executor(o->backend, "async");
     auto t0 = Clock::now();
-    runtime::RunResult r = exec.run(g, tg, inputs);
+    runtime::RunResult r = exec->run(g, tg, inputs);
     double run_s = seconds_since(t0);
     bool ok = false;
     json check = check_outputs(g, r.outputs, runtime::evaluate_reference(g, inputs), &ok);

@@ -1,6 +1,6 @@
 """`tessel einsum` against numpy.einsum: matmul, batched matmul, transposes, traces,
 diagonals, outer products, n-ary contractions and full reductions, over several device
-counts and partitions. Usage: einsum_vs_numpy.py PATH/TO/tessel"""
+counts, partitions and both CPU backends. Usage: einsum_vs_numpy.py PATH/TO/tessel"""
 import os
 import subprocess
 import sys
@@ -41,14 +41,14 @@ with tempfile.TemporaryDirectory() as tmp:
             np.save(f, a)
             files.append(f)
         want = np.einsum(subs, *ops)
-        for devices in (1, 2, 3, 4):
+        for devices, backend in ((1, "cpu"), (2, "cpu"), (3, "block"), (4, "cpu"), (4, "block")):
             for p in ([None, parts] if parts else [None]):
                 out = os.path.join(tmp, f"c{n}_d{devices}.npy")
-                cmd = [TESSEL, "einsum", subs, *files, "-o", out, "--devices", str(devices)]
+                cmd = [TESSEL, "einsum", subs, *files, "-o", out, "--devices", str(devices), "--backend", backend]
                 if p:
                     cmd += ["--parts", p]
                 r = subprocess.run(cmd, capture_output=True, text=True)
-                label = f"{subs} devices={devices} parts={p or 'default'}"
+                label = f"{subs} devices={devices} backend={backend} parts={p or 'default'}"
                 if r.returncode != 0:
                     print(f"FAIL {label}: exit {r.returncode}: {r.stderr.strip()}")
                     failures += 1
