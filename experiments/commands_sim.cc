@@ -1,6 +1,268 @@
-// tessel simulate: arrives with the simulator issue (#5).
+// tessel simulate: score a task graph (or a collective) on a machine model.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/io.h"
+#include "core/machine.h"
+#include "core/task_graph.h"
+#include "core/timeline.h"
 #include "experiments/cli.h"
+#include "sim/collectives.h"
+#include "sim/network.h"
+#include "sim/simulator.h"
+#include "sim/task_graph_json.h"
 
 namespace tessel::cli {
-void add_sim_commands(CLI::App& app) { (void)app; }
+namespace {
+
+using nlohmann::json;
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int u = 0;
+  while (b >= 1024 && u < 5) {
+    b /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u ? "%.2f %s" : "%.0f %s", b, units[u]);
+  return buf;
+}
+
+std::string human_seconds(double s) {
+  char buf[32];
+  if (s >= 1) std::snprintf(buf, sizeof buf, "%.4g s", s);
+  else if (s >= 1e-3) std::snprintf(buf, sizeof buf, "%.4g ms", s * 1e3);
+  else std::snprintf(buf, sizeof buf, "%.4g us", s * 1e6);
+  return buf;
+}
+
+// "1GiB", "256MiB", "64MB", "1e9", "4096"; K/M/G/T alone are binary as in nccl-tests.
+std::int64_t parse_bytes(const std::string& text) {
+  std::size_t end = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &end);
+  } catch (...) {
+    fail("--bytes '", text, "': expected a size such as 4096, 1e9, 64MB or 1GiB");
+  }
+  std::string unit = text.substr(end);
+  double scale = 1;
+  const std::pair<const char*, double> units[] = {
+      {"", 1},       {"B", 1},       {"K", 1024.0},   {"KiB", 1024.0},  {"KB", 1e3},     {"M", 1048576.0},
+      {"MiB", 1048576.0}, {"MB", 1e6}, {"G", 1073741824.0}, {"GiB", 1073741824.0}, {"GB", 1e9},
+      {"T", 1099511627776.0}, {"TiB", 1099511627776.0}, {"TB", 1e12}};
+  bool found = false;
+  for (const auto& [name, s] : units)
+    if (unit == name) {
+      scale = s;
+      found = true;
+    }
+  if (!found) fail("--bytes '", text, "': unknown unit '", unit, "' (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)");
+  double bytes = v * scale;
+  if (!(bytes >= 1) || bytes > 9e18 || std::floor(bytes) != bytes)
+    fail("--bytes '", text, "': must be a whole number of bytes >= 1");
+  return static_cast<std::int64_t>(bytes);
+}
+
+struct Opts {
+  GraphOptions graph;
+  DecompositionOptions dec;
+  std::string task_graph_file;
+  std::string machine;
+  std::string network = "alpha-beta";
+  std::string policy = "async";
+  std::string priority = "longest-path";
+  bool no_interference = false;
+  int comm_channels = 1;
+  std::string collective;
+  std::string bytes;
+  std::string dtype = "f32";
+  std::string trace;
+  std::string machine_out;
+  bool json_out = false;
+};
+
+void print_report(const sim::SimResult& r, const TaskGraph& tg, const Machine& m) {
+  const double ms = r.makespan_s;
+  double compute = 0, comm = 0, idle = 0, max_compute = 0;
+  for (const auto& d : r.devices) {
+    compute += d.compute_busy_s;
+    comm += d.comm_busy_s;
+    idle += d.idle_s;
+    max_compute = std::max(max_compute, d.compute_busy_s);
+  }
+  const double nd = static_cast<double>(std::max<std::size_t>(1, r.devices.size()));
+  auto pct = [&](double v) { return ms > 0 ? 100.0 * v / ms : 0.0; };
+  auto s = tg.summary();
+  std::printf("  tasks         %lld (", static_cast<long long>(s.tasks));
+  for (int k = 0; k < kNumTaskKinds; ++k)
+    std::printf("%s%s %lld", k ? ", " : "", std::string(to_string(static_cast<TaskKind>(k))).c_str(),
+                static_cast<long long>(s.count[k]));
+  std::printf(")\n");
+  std::printf("  makespan      %s\n", human_seconds(ms).c_str());
+  std::printf("  per device    compute busy %.1f%% (max %.1f%%), comm busy %.1f%%, idle %.1f%% (means over %zu devices)\n",
+              pct(compute / nd), pct(max_compute), pct(comm / nd), pct(idle / nd), r.devices.size());
+  std::size_t busiest = 0;
+  for (std::size_t l = 0; l < r.link_bytes.size(); ++l)
+    if (r.link_bytes[l] > r.link_bytes[busiest]) busiest = l;
+  std::printf("  bytes moved   %s", human_bytes(static_cast<double>(r.bytes_moved)).c_str());
+  if (!r.link_bytes.empty() && r.link_bytes[busiest] > 0)
+    std::printf("; busiest link %s carried %s", m.links[busiest].name.c_str(),
+                human_bytes(static_cast<double>(r.link_bytes[busiest])).c_str());
+  std::printf("\n");
+  std::size_t peak_dev = 0;
+  for (std::size_t d = 0; d < r.devices.size(); ++d)
+    if (r.devices[d].peak_memory_bytes > r.devices[peak_dev].peak_memory_bytes) peak_dev = d;
+  if (!r.devices.empty())
+    std::printf("  peak memory   %s on device %zu at %s\n", human_bytes(static_cast<double>(r.peak_memory_bytes)).c_str(),
+                peak_dev, human_seconds(r.devices[peak_dev].peak_memory_time_s).c_str());
+  int kinds[kNumTaskKinds] = {};
+  for (TaskId t : r.critical_path) ++kinds[static_cast<int>(tg.task(t).kind)];
+  std::printf("  critical path %zu tasks (compute %d, move %d, touch %d)\n", r.critical_path.size(),
+              kinds[static_cast<int>(TaskKind::compute)], kinds[static_cast<int>(TaskKind::move)],
+              kinds[static_cast<int>(TaskKind::touch)]);
+  std::printf("  simulator     %lld events in %.3f s (%.3g events/s)\n", static_cast<long long>(r.events), r.sim_wall_s,
+              r.sim_wall_s > 0 ? static_cast<double>(r.events) / r.sim_wall_s : 0.0);
+  std::size_t shown = 0;
+  for (const auto& o : r.over_capacity) {
+    if (shown++ == 5) {
+      std::fprintf(stderr, "tessel: warning: ... and %zu more devices over capacity\n", r.over_capacity.size() - 5);
+      break;
+    }
+    std::fprintf(stderr,
+                 "tessel: warning: device %d exceeds its memory capacity (%s) by %s: first at %s, peak %s at %s\n",
+                 o.device.value, human_bytes(static_cast<double>(o.capacity_bytes)).c_str(),
+                 human_bytes(static_cast<double>(o.excess_bytes)).c_str(), human_seconds(o.first_exceeded_s).c_str(),
+                 human_bytes(static_cast<double>(o.peak_bytes)).c_str(), human_seconds(o.peak_time_s).c_str());
+  }
+}
+
+void run_simulate(const Opts& o) {
+  Machine m = load_machine(o.machine);
+  sim::SimOptions so;
+  so.network = o.network;
+  {
+    bool known = false;
+    for (const auto& n : sim::network_models()) known = known || n.name == o.network;
+    if (!known) {
+      std::string list;
+      for (const auto& n : sim::network_models()) list += (list.empty() ? "" : ", ") + n.name;
+      fail("--network: unknown network model '", o.network, "' (expected ", list, ")");
+    }
+  }
+  so.policy = sim::parse_policy(o.policy, "--policy");
+  so.priority = sim::parse_priority(o.priority, "--priority");
+  so.interference = !o.no_interference;
+  so.comm_channels = o.comm_channels;
+  if (!o.machine_out.empty()) write_file_atomic(o.machine_out, to_json(m).dump(2) + "\n");
+
+  const bool collective = !o.collective.empty();
+  const int sources = (!o.graph.workload.empty() || !o.graph.graph_file.empty()) + !o.task_graph_file.empty() + collective;
+  if (sources > 1) fail("give one of -w/-g, --task-graph or --collective");
+  if (sources == 0) fail("nothing to simulate: give -w WORKLOAD, -g GRAPH.json, --task-graph FILE or --collective NAME");
+
+  TaskGraph tg;
+  Graph g;
+  std::string what;
+  sim::Collective coll = sim::Collective::allreduce;
+  std::int64_t coll_bytes = 0;
+  if (collective) {
+    coll = sim::parse_collective(o.collective, "--collective");
+    if (o.bytes.empty()) fail("--collective needs --bytes SIZE");
+    coll_bytes = parse_bytes(o.bytes);
+    if (o.dec.devices > m.num_devices())
+      fail("-d ", o.dec.devices, ": machine '", m.name, "' has only ", m.num_devices(), " devices");
+    tg = sim::collective_task_graph(coll, o.dec.devices, coll_bytes, parse_dtype(o.dtype, "--dtype"));
+    what = std::string(sim::to_string(coll)) + " of " + human_bytes(static_cast<double>(coll_bytes)) + " over " +
+           std::to_string(o.dec.devices) + " ranks";
+  } else if (!o.task_graph_file.empty()) {
+    tg = sim::task_graph_from_json(read_json_file(o.task_graph_file), o.task_graph_file);
+    what = o.task_graph_file;
+  } else {
+    g = o.graph.load();
+    Decomposition d = o.dec.load(g);
+    if (d.num_devices > m.num_devices())
+      fail("the decomposition places blocks on ", d.num_devices, " devices (",
+           o.dec.decomposition_file.empty() ? "-d" : o.dec.decomposition_file + ": \"devices\"", ") but machine '",
+           m.name, "' has ", m.num_devices());
+    tg = lower(g, d);
+    what = o.graph.describe();
+  }
+  if (tg.num_devices > m.num_devices())
+    fail(what, " is placed on ", tg.num_devices, " devices but machine '", m.name, "' has ", m.num_devices());
+
+  sim::SimResult r = sim::simulate(tg, m, so);
+
+  if (!o.trace.empty()) {
+    std::ostringstream os;
+    write_chrome_trace(os, r.timeline, &tg, g.size() ? &g : nullptr);
+    write_file_atomic(o.trace, os.str());
+  }
+  json j = sim::to_json(r, m);
+  j["input"] = what;
+  j["tasks"] = tg.size();
+  j["interference"] = so.interference;
+  j["priority"] = std::string(sim::to_string(so.priority));
+  double algbw = 0, busbw = 0;
+  if (collective) {
+    algbw = r.makespan_s > 0 ? static_cast<double>(coll_bytes) / r.makespan_s / 1e9 : 0.0;
+    busbw = algbw * sim::bus_bandwidth_factor(coll, o.dec.devices);
+    j["collective"] = std::string(sim::to_string(coll));
+    j["bytes"] = coll_bytes;
+    j["ranks"] = o.dec.devices;
+    j["algbw_GBps"] = algbw;
+    j["busbw_GBps"] = busbw;
+  }
+  if (o.json_out) {
+    print_json(j);
+    return;
+  }
+  std::printf("%s on %s (%d of %d devices), network %s, policy %s%s\n", what.c_str(), m.name.c_str(), tg.num_devices,
+              m.num_devices(), o.network.c_str(), o.policy.c_str(), so.interference ? "" : ", no interference");
+  print_report(r, tg, m);
+  if (collective) std::printf("  bandwidth     algbw %.2f GB/s, busbw %.2f GB/s\n", algbw, busbw);
+  if (!o.trace.empty()) std::printf("  trace         %s\n", o.trace.c_str());
+}
+
+}  // namespace
+
+void add_sim_commands(CLI::App& app) {
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("simulate", "score a decomposition (or a collective) on a machine model");
+  o->graph.add(*cmd);
+  o->dec.add(*cmd);
+  cmd->add_option("--task-graph", o->task_graph_file, "task graph JSON file (instead of -w/-g)");
+  cmd->add_option("-m,--machine", o->machine,
+                  "machine preset (h100-sxm-8, a100-sxm-8, h100-pcie-4, cpu, cpu:N, cluster:NODESxPRESET"
+                  "[,oversubscription=R]) or machine JSON file")
+      ->required();
+  cmd->add_option("--network", o->network, "network model: alpha-beta or flow")->capture_default_str();
+  cmd->add_option("--policy", o->policy, "async (work-conserving) or bsp (barriers per graph node)")
+      ->capture_default_str();
+  cmd->add_option("--priority", o->priority, "async ready order: longest-path or fifo")->capture_default_str();
+  cmd->add_flag("--no-interference", o->no_interference, "perfect compute/communication overlap");
+  cmd->add_option("--comm-channels", o->comm_channels, "moves a device sends at the same time")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--collective", o->collective, "simulate a collective instead: allreduce, reducescatter, allgather, alltoall");
+  cmd->add_option("--bytes", o->bytes, "collective size S as nccl-tests uses it, e.g. 1GiB, 64MB, 1e9");
+  cmd->add_option("--dtype", o->dtype, "collective element type")->capture_default_str();
+  cmd->add_option("--trace", o->trace, "write the simulated timeline as Chrome-trace JSON (Perfetto)");
+  cmd->add_option("--write-machine", o->machine_out, "write the machine used as JSON");
+  cmd->add_flag("--json", o->json_out, "machine-readable output");
+  cmd->footer(
+      "Examples:\n"
+      "  tessel simulate -w chain:size=4096 -d 8 -m h100-sxm-8\n"
+      "  tessel simulate -w llama-block:model=65b -d 1024 -m cluster:128xh100-sxm-8 --network flow --json\n"
+      "  tessel simulate -w ffn -d 8 -m h100-sxm-8 --policy bsp --trace ffn.json\n"
+      "  tessel simulate --collective allreduce --bytes 1GiB -d 8 -m h100-sxm-8\n"
+      "  tessel simulate -m h100-sxm-8 --write-machine m.json --collective alltoall --bytes 64MB -d 8");
+  cmd->callback([o] { run_simulate(*o); });
+}
+
 }  // namespace tessel::cli

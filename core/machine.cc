@@ -1,0 +1,762 @@
+#include "core/machine.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/io.h"
+
+namespace tessel {
+
+using nlohmann::json;
+
+std::string_view to_string(LinkKind k) {
+  switch (k) {
+    case LinkKind::nvlink: return "nvlink";
+    case LinkKind::pcie: return "pcie";
+    case LinkKind::nic: return "nic";
+    case LinkKind::network: return "network";
+    case LinkKind::memory: return "memory";
+    case LinkKind::custom: return "custom";
+  }
+  return "?";
+}
+
+LinkKind parse_link_kind(std::string_view s, std::string_view what) {
+  for (LinkKind k : {LinkKind::nvlink, LinkKind::pcie, LinkKind::nic, LinkKind::network, LinkKind::memory,
+                     LinkKind::custom})
+    if (s == to_string(k)) return k;
+  fail(what, ": unknown link kind '", s, "' (expected nvlink, pcie, nic, network, memory or custom)");
+}
+
+std::string_view to_string(CommPriority p) { return p == CommPriority::high ? "high" : "normal"; }
+
+double DeviceType::efficiency_at(double flops) const {
+  if (efficiency.empty()) return 1.0;
+  if (flops <= efficiency.front().flops) return efficiency.front().efficiency;
+  if (flops >= efficiency.back().flops) return efficiency.back().efficiency;
+  auto hi = std::upper_bound(efficiency.begin(), efficiency.end(), flops,
+                             [](double f, const EfficiencyPoint& p) { return f < p.flops; });
+  auto lo = hi - 1;
+  double x = (std::log(flops) - std::log(lo->flops)) / (std::log(hi->flops) - std::log(lo->flops));
+  return lo->efficiency + x * (hi->efficiency - lo->efficiency);
+}
+
+double Interference::compute_slowdown(int sm_count) const {
+  double s = active().compute_slowdown;
+  if (comm_sms > 0 && sm_count > comm_sms)
+    s = std::max(s, static_cast<double>(sm_count) / static_cast<double>(sm_count - comm_sms));
+  return s;
+}
+
+// ---- routes ---------------------------------------------------------------------
+
+std::vector<LinkId> Machine::route(DeviceId src, DeviceId dst) const {
+  if (!src.valid() || src.value >= num_devices() || !dst.valid() || dst.value >= num_devices())
+    fail("machine ", name, ": no route from device ", src.value, " to device ", dst.value, " (the machine has ",
+         num_devices(), " devices)");
+  for (const RouteEntry& r : routes)
+    if (r.src == src && r.dst == dst) return r.links;
+  if (src == dst) return {};
+  const Device& a = device(src);
+  const Device& b = device(dst);
+  std::vector<LinkId> out;
+  if (a.host == b.host) {
+    if (a.fabric_out.empty() || b.fabric_in.empty())
+      fail("machine ", name, ": no route from device ", src.value, " to device ", dst.value,
+           " (no intra-node fabric links and no entry in routes)");
+    out = a.fabric_out;
+    out.insert(out.end(), b.fabric_in.begin(), b.fabric_in.end());
+    return out;
+  }
+  if (a.network_out.empty() || b.network_in.empty())
+    fail("machine ", name, ": no route from device ", src.value, " to device ", dst.value,
+         " (no network links between hosts ", a.host, " and ", b.host, " and no entry in routes)");
+  const Host& ha = hosts.at(a.host);
+  const Host& hb = hosts.at(b.host);
+  out = a.network_out;
+  out.insert(out.end(), ha.network_out.begin(), ha.network_out.end());
+  out.insert(out.end(), hb.network_in.begin(), hb.network_in.end());
+  out.insert(out.end(), b.network_in.begin(), b.network_in.end());
+  return out;
+}
+
+double Machine::route_latency_s(const std::vector<LinkId>& r) const {
+  double s = 0;
+  for (LinkId l : r) s += link(l).latency_s;
+  return s;
+}
+
+double Machine::route_bytes_per_s(const std::vector<LinkId>& r) const {
+  double b = std::numeric_limits<double>::infinity();
+  for (LinkId l : r) b = std::min(b, link(l).bytes_per_s);
+  return b;
+}
+
+// ---- validation -----------------------------------------------------------------
+
+namespace {
+
+bool finite_positive(double v) { return std::isfinite(v) && v > 0; }
+bool finite_non_negative(double v) { return std::isfinite(v) && v >= 0; }
+
+void check_links(const std::vector<LinkId>& ls, std::size_t num_links, const std::string& what) {
+  for (std::size_t i = 0; i < ls.size(); ++i)
+    if (!ls[i].valid() || ls[i].index() >= num_links)
+      fail(what, "[", i, "]: link ", ls[i].value, " does not exist (the machine has ", num_links, " links)");
+}
+
+}  // namespace
+
+void Machine::validate(std::string_view what_sv) const {
+  const std::string what(what_sv);
+  if (device_types.empty()) fail(what, ".device_types: at least one device type is required");
+  for (std::size_t i = 0; i < device_types.size(); ++i) {
+    const DeviceType& t = device_types[i];
+    std::string w = what + ".device_types[" + std::to_string(i) + "]";
+    bool any = false;
+    for (int k = 0; k < kNumDTypes; ++k) {
+      double p = t.peak_flops_per_s[k];
+      if (!finite_non_negative(p))
+        fail(w, ".peak_flops_per_s.", to_string(static_cast<DType>(k)), ": must be a finite number >= 0, got ", p);
+      any = any || p > 0;
+    }
+    if (!any) fail(w, ".peak_flops_per_s: no dtype has a positive peak");
+    if (!finite_positive(t.memory_bytes_per_s))
+      fail(w, ".memory_bytes_per_s: must be a finite number > 0, got ", t.memory_bytes_per_s);
+    if (t.memory_capacity_bytes <= 0) fail(w, ".memory_capacity_bytes: must be > 0, got ", t.memory_capacity_bytes);
+    if (!finite_non_negative(t.launch_latency_s))
+      fail(w, ".launch_latency_s: must be a finite number >= 0, got ", t.launch_latency_s);
+    if (t.sm_count < 0) fail(w, ".sm_count: must be >= 0, got ", t.sm_count);
+    for (std::size_t p = 0; p < t.efficiency.size(); ++p) {
+      const EfficiencyPoint& e = t.efficiency[p];
+      std::string we = w + ".efficiency[" + std::to_string(p) + "]";
+      if (!finite_positive(e.flops)) fail(we, ": flops must be a finite number > 0, got ", e.flops);
+      if (!(e.efficiency > 0 && e.efficiency <= 1)) fail(we, ": efficiency must be in (0, 1], got ", e.efficiency);
+      if (p > 0 && !(e.flops > t.efficiency[p - 1].flops)) fail(we, ": flops must increase from point to point");
+    }
+    if (interference.comm_sms > 0 && t.sm_count > 0 && interference.comm_sms >= t.sm_count)
+      fail(what, ".interference.comm_sms: ", interference.comm_sms, " SMs for communication leave none of the ",
+           t.sm_count, " SMs of device type '", t.name, "' to compute");
+  }
+  std::set<std::string_view> names;
+  for (std::size_t i = 0; i < links.size(); ++i) {
+    const Link& l = links[i];
+    std::string w = what + ".links[" + std::to_string(i) + "]";
+    if (l.name.empty()) fail(w, ".name: must not be empty");
+    if (!names.insert(l.name).second) fail(w, ".name: '", l.name, "' is used by another link");
+    if (!finite_positive(l.bytes_per_s)) fail(w, ".bytes_per_s: must be a finite number > 0, got ", l.bytes_per_s);
+    if (!finite_non_negative(l.latency_s)) fail(w, ".latency_s: must be a finite number >= 0, got ", l.latency_s);
+  }
+  if (hosts.empty()) fail(what, ".hosts: at least one host is required");
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    const Host& h = hosts[i];
+    std::string w = what + ".hosts[" + std::to_string(i) + "]";
+    if (h.memory_capacity_bytes < 0) fail(w, ".memory_capacity_bytes: must be >= 0, got ", h.memory_capacity_bytes);
+    check_links(h.network_out, links.size(), w + ".network_out");
+    check_links(h.network_in, links.size(), w + ".network_in");
+  }
+  if (devices.empty()) fail(what, ".devices: at least one device is required");
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    const Device& d = devices[i];
+    std::string w = what + ".devices[" + std::to_string(i) + "]";
+    if (d.type < 0 || static_cast<std::size_t>(d.type) >= device_types.size())
+      fail(w, ".type: device type ", d.type, " does not exist (the machine has ", device_types.size(), ")");
+    if (d.host < 0 || static_cast<std::size_t>(d.host) >= hosts.size())
+      fail(w, ".host: host ", d.host, " does not exist (the machine has ", hosts.size(), ")");
+    check_links(d.fabric_out, links.size(), w + ".fabric_out");
+    check_links(d.fabric_in, links.size(), w + ".fabric_in");
+    check_links(d.network_out, links.size(), w + ".network_out");
+    check_links(d.network_in, links.size(), w + ".network_in");
+  }
+  for (std::size_t i = 0; i < routes.size(); ++i) {
+    const RouteEntry& r = routes[i];
+    std::string w = what + ".routes[" + std::to_string(i) + "]";
+    if (!r.src.valid() || r.src.value >= num_devices())
+      fail(w, ".src: device ", r.src.value, " does not exist (the machine has ", num_devices(), " devices)");
+    if (!r.dst.valid() || r.dst.value >= num_devices())
+      fail(w, ".dst: device ", r.dst.value, " does not exist (the machine has ", num_devices(), " devices)");
+    if (r.src != r.dst && r.links.empty()) fail(w, ".links: a route between two devices needs at least one link");
+    check_links(r.links, links.size(), w + ".links");
+  }
+  const std::string wi = what + ".interference";
+  if (interference.comm_sms < 0) fail(wi, ".comm_sms: must be >= 0, got ", interference.comm_sms);
+  for (const auto& [row, f] : {std::pair{"normal", interference.normal}, std::pair{"high", interference.high}}) {
+    if (!(std::isfinite(f.compute_slowdown) && f.compute_slowdown >= 1))
+      fail(wi, ".", row, ".compute_slowdown: must be a finite number >= 1 (1 = no slowdown), got ", f.compute_slowdown);
+    if (!(std::isfinite(f.comm_slowdown) && f.comm_slowdown >= 1))
+      fail(wi, ".", row, ".comm_slowdown: must be a finite number >= 1 (1 = no slowdown), got ", f.comm_slowdown);
+  }
+}
+
+// ---- presets --------------------------------------------------------------------
+//
+// Figures from REFERENCES.md ("Hardware figures for presets", vendor datasheets, dense
+// rates without sparsity; "Collective cost" for NCCL's per-hop latencies) unless a
+// comment says otherwise. Figures REFERENCES.md does not hold are marked
+// "not in REFERENCES.md" with their origin.
+
+namespace {
+
+constexpr double kGB = 1e9;
+constexpr double kTFLOP = 1e12;
+constexpr double kUs = 1e-6;
+
+// NCCL src/graph/tuning.cc per-hop latencies of the Simple protocol (the one NCCL uses
+// for large transfers; REFERENCES.md): NVLink 3.4 µs, PCIe 5.7 µs, network 14 µs. A hop
+// is charged once, on the sending side's link; the receiving side's link has latency 0.
+constexpr double kNvlinkHopLatency = 3.4 * kUs;
+constexpr double kPcieHopLatency = 5.7 * kUs;
+constexpr double kNetworkHopLatency = 14.0 * kUs;
+
+void set_peaks(DeviceType& t, double f16, double bf16, double f32, double f64) {
+  t.peak_flops_per_s[static_cast<int>(DType::f16)] = f16;
+  t.peak_flops_per_s[static_cast<int>(DType::bf16)] = bf16;
+  t.peak_flops_per_s[static_cast<int>(DType::f32)] = f32;
+  t.peak_flops_per_s[static_cast<int>(DType::f64)] = f64;
+}
+
+LinkId add_link(Machine& m, std::string name, LinkKind kind, double bytes_per_s, double latency_s) {
+  m.links.push_back(Link{std::move(name), kind, bytes_per_s, latency_s});
+  return LinkId(static_cast<std::int32_t>(m.links.size() - 1));
+}
+
+struct NodeSpec {
+  std::string name;
+  DeviceType type;
+  int gpus = 8;
+  std::int64_t host_memory_bytes = 0;
+  bool nvswitch = true;            // false: GPUs talk over the PCIe tree
+  double fabric_bytes_per_s = 0;   // NVLink to the switch, or PCIe, per direction
+  double host_pcie_bytes_per_s = 0;
+  int nics = 8;                    // NIC i serves GPUs i·gpus/nics ...
+  double nic_bytes_per_s = 0;
+  bool nic_behind_pcie = false;    // the GPU's PCIe link is on its path to the NIC
+};
+
+// One server: GPUs, their host links, the intra-node fabric and the NICs.
+Machine make_node(const NodeSpec& s) {
+  Machine m;
+  m.name = s.name;
+  m.device_types = {s.type};
+  m.hosts = {Host{"host0", s.host_memory_bytes, {}, {}}};
+  std::vector<LinkId> nic_tx, nic_rx;
+  for (int n = 0; n < s.nics; ++n) {
+    std::string p = "nic" + std::to_string(n);
+    nic_tx.push_back(add_link(m, p + ".tx", LinkKind::nic, s.nic_bytes_per_s, kNetworkHopLatency));
+    nic_rx.push_back(add_link(m, p + ".rx", LinkKind::nic, s.nic_bytes_per_s, 0));
+  }
+  for (int g = 0; g < s.gpus; ++g) {
+    std::string p = "gpu" + std::to_string(g);
+    Device d;
+    d.type = 0;
+    d.host = 0;
+    LinkId pcie_out = add_link(m, p + ".pcie.out", LinkKind::pcie, s.host_pcie_bytes_per_s, kPcieHopLatency);
+    LinkId pcie_in = add_link(m, p + ".pcie.in", LinkKind::pcie, s.host_pcie_bytes_per_s, 0);
+    if (s.nvswitch) {
+      d.fabric_out = {add_link(m, p + ".nvlink.out", LinkKind::nvlink, s.fabric_bytes_per_s, kNvlinkHopLatency)};
+      d.fabric_in = {add_link(m, p + ".nvlink.in", LinkKind::nvlink, s.fabric_bytes_per_s, 0)};
+    } else {
+      d.fabric_out = {pcie_out};
+      d.fabric_in = {pcie_in};
+    }
+    if (s.nics > 0) {
+      int nic = g * s.nics / s.gpus;
+      if (s.nic_behind_pcie) {
+        d.network_out = {pcie_out, nic_tx[nic]};
+        d.network_in = {nic_rx[nic], pcie_in};
+      } else {
+        d.network_out = {nic_tx[nic]};
+        d.network_in = {nic_rx[nic]};
+      }
+    }
+    m.devices.push_back(std::move(d));
+  }
+  return m;
+}
+
+Machine h100_sxm_8() {
+  NodeSpec s;
+  s.name = "h100-sxm-8";
+  s.type.name = "h100-sxm";
+  // H100 SXM5: ~989 TFLOP/s bf16/fp16 tensor (dense), ~67 TFLOP/s fp32 (non-tensor; TF32
+  // tensor math would give ~495). fp64: 34 TFLOP/s, NVIDIA H100 datasheet (not in
+  // REFERENCES.md).
+  set_peaks(s.type, 989 * kTFLOP, 989 * kTFLOP, 67 * kTFLOP, 34 * kTFLOP);
+  s.type.memory_bytes_per_s = 3.35e12;        // 3.35 TB/s HBM3
+  s.type.memory_capacity_bytes = 80'000'000'000;  // 80 GB HBM3
+  s.type.sm_count = 132;  // H100 SXM5: 132 SMs, NVIDIA H100 architecture whitepaper (not in REFERENCES.md)
+  // No launch-latency figure in REFERENCES.md: 0 until calibration measures it.
+  s.type.launch_latency_s = 0;
+  s.gpus = 8;                           // DGX H100: 8 H100 SXM5
+  s.host_memory_bytes = 2'000'000'000'000;  // DGX H100: 2 TB host RAM
+  s.nvswitch = true;                    // DGX H100: 4 NVSwitch chips
+  s.fabric_bytes_per_s = 450 * kGB;     // NVLink 4: 900 GB/s total, 450 per direction
+  s.host_pcie_bytes_per_s = 64 * kGB;   // PCIe Gen5 x16: ~64 GB/s per direction
+  s.nics = 8;                           // DGX H100: 8 × 400 Gb/s ConnectX-7 (compute fabric)
+  s.nic_bytes_per_s = 50 * kGB;         // 400 Gb/s = 50 GB/s each
+  // GPUDirect RDMA: each GPU reaches its NIC through a PCIe Gen5 switch (64 GB/s > 50 GB/s,
+  // never the bottleneck alone); that hop is not modelled.
+  s.nic_behind_pcie = false;
+  return make_node(s);
+}
+
+Machine a100_sxm_8() {
+  NodeSpec s;
+  s.name = "a100-sxm-8";
+  s.type.name = "a100-sxm-80gb";
+  // A100 SXM4 80GB: ~312 TFLOP/s bf16/fp16 tensor, ~19.5 fp32 (TF32 tensor ~156). fp64:
+  // 9.7 TFLOP/s, NVIDIA A100 datasheet (not in REFERENCES.md).
+  set_peaks(s.type, 312 * kTFLOP, 312 * kTFLOP, 19.5 * kTFLOP, 9.7 * kTFLOP);
+  s.type.memory_bytes_per_s = 2.0e12;            // ~2.0 TB/s HBM2e
+  s.type.memory_capacity_bytes = 80'000'000'000;  // 80 GB HBM2e
+  s.type.sm_count = 108;  // A100: 108 SMs, NVIDIA A100 architecture whitepaper (not in REFERENCES.md)
+  s.type.launch_latency_s = 0;  // not in REFERENCES.md; calibration fills it
+  s.gpus = 8;                   // DGX A100: 8 A100, 6 NVSwitch
+  // DGX A100 host RAM: 1 TB, NVIDIA DGX A100 datasheet (not in REFERENCES.md).
+  s.host_memory_bytes = 1'000'000'000'000;
+  s.nvswitch = true;
+  s.fabric_bytes_per_s = 300 * kGB;  // NVLink 3: 600 GB/s total, 300 per direction
+  // PCIe Gen4 x16: ~32 GB/s per direction, half of Gen5's 64 (not in REFERENCES.md).
+  s.host_pcie_bytes_per_s = 32 * kGB;
+  s.nics = 8;                    // DGX A100: 8 × 200 Gb/s HDR NICs
+  s.nic_bytes_per_s = 25 * kGB;  // 200 Gb/s = 25 GB/s each
+  s.nic_behind_pcie = false;
+  return make_node(s);
+}
+
+Machine h100_pcie_4() {
+  NodeSpec s;
+  s.name = "h100-pcie-4";
+  s.type.name = "h100-pcie";
+  // H100 PCIe: ~756 TFLOP/s bf16/fp16 tensor, ~51 fp32 (TF32 tensor ~378). fp64: 26 TFLOP/s,
+  // NVIDIA H100 datasheet (not in REFERENCES.md).
+  set_peaks(s.type, 756 * kTFLOP, 756 * kTFLOP, 51 * kTFLOP, 26 * kTFLOP);
+  s.type.memory_bytes_per_s = 2.0e12;            // 2.0 TB/s HBM2e
+  s.type.memory_capacity_bytes = 80'000'000'000;  // 80 GB HBM2e
+  s.type.sm_count = 114;  // H100 PCIe: 114 SMs, NVIDIA H100 architecture whitepaper (not in REFERENCES.md)
+  s.type.launch_latency_s = 0;  // not in REFERENCES.md; calibration fills it
+  s.gpus = 4;
+  // A generic 4-GPU PCIe server (no reference system in REFERENCES.md): 1 TB host RAM
+  // and one 400 Gb/s NIC like DGX H100's ConnectX-7 are assumptions.
+  s.host_memory_bytes = 1'000'000'000'000;
+  s.nvswitch = false;                 // GPUs talk over the PCIe tree (no NVLink bridges)
+  s.fabric_bytes_per_s = 64 * kGB;    // PCIe Gen5 x16: ~64 GB/s per direction
+  s.host_pcie_bytes_per_s = 64 * kGB;
+  s.nics = 1;
+  s.nic_bytes_per_s = 50 * kGB;
+  s.nic_behind_pcie = true;
+  return make_node(s);
+}
+
+// Threads of one CPU process as devices. Every figure here is a placeholder, not a
+// measurement: no published figure applies to an unknown CPU, and the runtime's
+// calibration replaces them with measured ones.
+Machine cpu_machine(int devices) {
+  Machine m;
+  m.name = devices == 4 ? "cpu" : "cpu:" + std::to_string(devices);
+  DeviceType t;
+  t.name = "cpu-core";
+  set_peaks(t, 2e10, 2e10, 5e10, 2.5e10);  // placeholder: one AVX2 core, order of magnitude
+  t.memory_bytes_per_s = 1e10;              // placeholder
+  t.memory_capacity_bytes = 4'000'000'000;  // placeholder: a share of host RAM
+  t.launch_latency_s = 0;
+  t.sm_count = 0;
+  m.device_types = {t};
+  m.hosts = {Host{"host0", 16'000'000'000, {}, {}}};
+  for (int d = 0; d < devices; ++d) {
+    std::string p = "core" + std::to_string(d);
+    Device dev;
+    // A move between threads is a memcpy through shared memory: placeholder bandwidth.
+    dev.fabric_out = {add_link(m, p + ".mem.out", LinkKind::memory, 1e10, 0)};
+    dev.fabric_in = {add_link(m, p + ".mem.in", LinkKind::memory, 1e10, 0)};
+    m.devices.push_back(std::move(dev));
+  }
+  // Threads on one core do not disturb each other's "communication": no interference.
+  m.interference = Interference::none();
+  return m;
+}
+
+int parse_positive(std::string_view s, std::string_view what) {
+  int v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || v < 1) fail(what, ": '", s, "' is not a positive integer");
+  return v;
+}
+
+Machine single_node_preset(std::string_view name, std::string_view full) {
+  if (name == "h100-sxm-8") return h100_sxm_8();
+  if (name == "a100-sxm-8") return a100_sxm_8();
+  if (name == "h100-pcie-4") return h100_pcie_4();
+  if (name == "cpu") return cpu_machine(4);
+  if (name.starts_with("cpu:")) return cpu_machine(parse_positive(name.substr(4), "machine preset cpu:N"));
+  std::string list;
+  for (const auto& n : machine_preset_names()) list += (list.empty() ? "" : ", ") + n;
+  fail("unknown machine preset '", full, "' (expected ", list, ", or a machine JSON file)");
+}
+
+std::string prefixed(const std::string& prefix, const std::string& name) { return prefix + "." + name; }
+
+}  // namespace
+
+std::vector<std::string> machine_preset_names() {
+  return {"h100-sxm-8", "a100-sxm-8", "h100-pcie-4", "cpu", "cpu:N", "cluster:NODESxPRESET[,oversubscription=R]"};
+}
+
+Machine make_cluster(const Machine& node, int nodes, double oversubscription) {
+  node.validate(node.name);
+  if (node.hosts.size() != 1) fail("cluster of '", node.name, "': a cluster node must be a single-host machine");
+  if (nodes < 1) fail("cluster of '", node.name, "': the number of nodes must be >= 1, got ", nodes);
+  if (!(std::isfinite(oversubscription) && oversubscription >= 1))
+    fail("cluster of '", node.name, "': oversubscription must be a finite number >= 1, got ", oversubscription);
+  if (nodes > 1)
+    for (std::size_t d = 0; d < node.devices.size(); ++d)
+      if (node.devices[d].network_out.empty() || node.devices[d].network_in.empty())
+        fail("cluster of '", node.name, "': device ", d, " has no network links (no NIC)");
+  // The node's injection bandwidth: the distinct first links of its devices' network paths.
+  std::set<std::int32_t> nic_links;
+  for (const Device& d : node.devices)
+    if (!d.network_out.empty()) nic_links.insert(d.network_out.back().value);
+  double injection = 0;
+  for (std::int32_t l : nic_links) injection += node.links[static_cast<std::size_t>(l)].bytes_per_s;
+
+  Machine m;
+  m.name = "cluster:" + std::to_string(nodes) + "x" + node.name;
+  if (oversubscription != 1) {
+    std::ostringstream os;
+    os << ",oversubscription=" << oversubscription;
+    m.name += os.str();
+  }
+  m.device_types = node.device_types;
+  m.interference = node.interference;
+  m.links.reserve(node.links.size() * static_cast<std::size_t>(nodes) + 2 * static_cast<std::size_t>(nodes));
+  m.devices.reserve(node.devices.size() * static_cast<std::size_t>(nodes));
+  auto shift = [](std::vector<LinkId> ls, std::int32_t base) {
+    for (LinkId& l : ls) l = LinkId(l.value + base);
+    return ls;
+  };
+  std::vector<std::int32_t> link_base;  // index of node n's first link
+  for (int n = 0; n < nodes; ++n) {
+    const std::string prefix = "node" + std::to_string(n);
+    const auto base = static_cast<std::int32_t>(m.links.size());
+    link_base.push_back(base);
+    for (const Link& l : node.links) m.links.push_back(Link{prefixed(prefix, l.name), l.kind, l.bytes_per_s, l.latency_s});
+    Host h = node.hosts[0];
+    h.name = prefix;
+    h.network_out = shift(h.network_out, base);
+    h.network_in = shift(h.network_in, base);
+    if (nodes > 1 && injection > 0 && oversubscription > 1) {
+      // Switched inter-node network: the node's uplink to the network core carries at
+      // most its NICs' injection bandwidth divided by the oversubscription. Without
+      // oversubscription (a full-bisection fabric) the NIC links are the only limit and
+      // no uplink is added: it could never be the bottleneck of any set of transfers.
+      h.network_out.push_back(add_link(m, prefix + ".net.out", LinkKind::network, injection / oversubscription, 0));
+      h.network_in.push_back(add_link(m, prefix + ".net.in", LinkKind::network, injection / oversubscription, 0));
+    }
+    m.hosts.push_back(std::move(h));
+    for (const Device& d : node.devices) {
+      Device c = d;
+      c.host = n;
+      c.fabric_out = shift(c.fabric_out, base);
+      c.fabric_in = shift(c.fabric_in, base);
+      c.network_out = shift(c.network_out, base);
+      c.network_in = shift(c.network_in, base);
+      m.devices.push_back(std::move(c));
+    }
+  }
+  const auto per_node = static_cast<std::int32_t>(node.devices.size());
+  for (int n = 0; n < nodes; ++n)
+    for (const RouteEntry& r : node.routes)
+      m.routes.push_back(RouteEntry{DeviceId(r.src.value + per_node * n), DeviceId(r.dst.value + per_node * n),
+                                    shift(r.links, link_base[static_cast<std::size_t>(n)])});
+  return m;
+}
+
+Machine machine_preset(std::string_view name) {
+  if (name.starts_with("cluster:")) {
+    std::string_view spec = name.substr(8);
+    double oversubscription = 1.0;
+    if (auto comma = spec.find(','); comma != std::string_view::npos) {
+      std::string_view opt = spec.substr(comma + 1);
+      spec = spec.substr(0, comma);
+      const std::string_view key = "oversubscription=";
+      if (!opt.starts_with(key))
+        fail("machine preset '", name, "': unknown option '", opt, "' (expected oversubscription=R)");
+      std::string v(opt.substr(key.size()));
+      char* end = nullptr;
+      oversubscription = std::strtod(v.c_str(), &end);
+      if (v.empty() || end != v.c_str() + v.size() || !(oversubscription >= 1) || !std::isfinite(oversubscription))
+        fail("machine preset '", name, "': oversubscription '", v, "' must be a number >= 1");
+    }
+    auto x = spec.find('x');
+    if (x == std::string_view::npos)
+      fail("machine preset '", name, "': expected cluster:NODESxPRESET, e.g. cluster:128xh100-sxm-8");
+    int nodes = parse_positive(spec.substr(0, x), std::string("machine preset '") + std::string(name) + "': NODES");
+    std::string_view inner = spec.substr(x + 1);
+    if (inner.starts_with("cluster:")) fail("machine preset '", name, "': a cluster of clusters is not supported");
+    return make_cluster(single_node_preset(inner, name), nodes, oversubscription);
+  }
+  return single_node_preset(name, name);
+}
+
+Machine load_machine(const std::string& preset_or_file) {
+  std::error_code ec;
+  bool looks_like_file = preset_or_file.ends_with(".json") || std::filesystem::is_regular_file(preset_or_file, ec);
+  if (looks_like_file) return machine_from_json(read_json_file(preset_or_file), preset_or_file);
+  return machine_preset(preset_or_file);
+}
+
+// ---- JSON -----------------------------------------------------------------------
+
+namespace {
+
+json link_names(const Machine& m, const std::vector<LinkId>& ls) {
+  json a = json::array();
+  for (LinkId l : ls) a.push_back(m.link(l).name);
+  return a;
+}
+
+const json& field(const json& j, const char* key, const std::string& what) {
+  if (!j.is_object()) fail(what, ": expected an object, got ", j.dump());
+  if (!j.contains(key)) fail(what, ": missing field \"", key, "\"");
+  return j.at(key);
+}
+
+double number(const json& v, const std::string& what) {
+  if (!v.is_number()) fail(what, ": expected a number, got ", v.dump());
+  return v.get<double>();
+}
+
+double number_field(const json& j, const char* key, const std::string& what) {
+  return number(field(j, key, what), what + "." + key);
+}
+
+double number_field_or(const json& j, const char* key, const std::string& what, double fallback) {
+  if (!j.contains(key)) return fallback;
+  return number(j.at(key), what + "." + key);
+}
+
+std::int64_t integer(const json& v, const std::string& what) {
+  if (v.is_number_integer()) return v.get<std::int64_t>();
+  if (v.is_number_float()) {
+    double d = v.get<double>();
+    if (std::isfinite(d) && std::floor(d) == d && std::fabs(d) < 9.2e18) return static_cast<std::int64_t>(d);
+  }
+  fail(what, ": expected an integer, got ", v.dump());
+}
+
+std::string string_field(const json& j, const char* key, const std::string& what) {
+  const json& v = field(j, key, what);
+  if (!v.is_string()) fail(what, ".", key, ": expected a string, got ", v.dump());
+  return v.get<std::string>();
+}
+
+const json& array_field_or_empty(const json& j, const char* key, const std::string& what) {
+  static const json empty = json::array();
+  if (!j.contains(key)) return empty;
+  const json& v = j.at(key);
+  if (!v.is_array()) fail(what, ".", key, ": expected an array, got ", v.dump());
+  return v;
+}
+
+std::vector<LinkId> links_from(const json& a, const std::map<std::string, std::int32_t>& by_name,
+                               const std::string& what) {
+  std::vector<LinkId> out;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    std::string w = what + "[" + std::to_string(i) + "]";
+    if (!a[i].is_string()) fail(w, ": expected a link name, got ", a[i].dump());
+    auto it = by_name.find(a[i].get<std::string>());
+    if (it == by_name.end()) fail(w, ": unknown link '", a[i].get<std::string>(), "'");
+    out.emplace_back(it->second);
+  }
+  return out;
+}
+
+SlowdownFactors factors_from(const json& j, const std::string& what, SlowdownFactors f) {
+  if (!j.is_object()) fail(what, ": expected an object, got ", j.dump());
+  f.compute_slowdown = number_field_or(j, "compute_slowdown", what, f.compute_slowdown);
+  f.comm_slowdown = number_field_or(j, "comm_slowdown", what, f.comm_slowdown);
+  return f;
+}
+
+}  // namespace
+
+json to_json(const Machine& m) {
+  json types = json::array();
+  for (const DeviceType& t : m.device_types) {
+    json peaks = json::object();
+    for (int k = 0; k < kNumDTypes; ++k)
+      if (t.peak_flops_per_s[k] > 0) peaks[std::string(to_string(static_cast<DType>(k)))] = t.peak_flops_per_s[k];
+    json eff = json::array();
+    for (const EfficiencyPoint& p : t.efficiency) eff.push_back({p.flops, p.efficiency});
+    types.push_back({{"name", t.name},
+                     {"peak_flops_per_s", peaks},
+                     {"memory_bytes_per_s", t.memory_bytes_per_s},
+                     {"memory_capacity_bytes", t.memory_capacity_bytes},
+                     {"launch_latency_s", t.launch_latency_s},
+                     {"sm_count", t.sm_count},
+                     {"efficiency", eff}});
+  }
+  json hosts = json::array();
+  for (const Host& h : m.hosts)
+    hosts.push_back({{"name", h.name},
+                     {"memory_capacity_bytes", h.memory_capacity_bytes},
+                     {"network_out", link_names(m, h.network_out)},
+                     {"network_in", link_names(m, h.network_in)}});
+  json links = json::array();
+  for (const Link& l : m.links)
+    links.push_back({{"name", l.name},
+                     {"kind", std::string(to_string(l.kind))},
+                     {"bytes_per_s", l.bytes_per_s},
+                     {"latency_s", l.latency_s}});
+  json devices = json::array();
+  for (const Device& d : m.devices)
+    devices.push_back({{"type", m.device_types.at(d.type).name},
+                       {"host", d.host},
+                       {"fabric_out", link_names(m, d.fabric_out)},
+                       {"fabric_in", link_names(m, d.fabric_in)},
+                       {"network_out", link_names(m, d.network_out)},
+                       {"network_in", link_names(m, d.network_in)}});
+  json routes = json::array();
+  for (const RouteEntry& r : m.routes)
+    routes.push_back({{"src", r.src.value}, {"dst", r.dst.value}, {"links", link_names(m, r.links)}});
+  const Interference& f = m.interference;
+  json interference = {
+      {"comm_priority", std::string(to_string(f.comm_priority))},
+      {"comm_sms", f.comm_sms},
+      {"normal", {{"compute_slowdown", f.normal.compute_slowdown}, {"comm_slowdown", f.normal.comm_slowdown}}},
+      {"high", {{"compute_slowdown", f.high.compute_slowdown}, {"comm_slowdown", f.high.comm_slowdown}}}};
+  return {{"name", m.name}, {"device_types", types}, {"hosts", hosts},     {"links", links},
+          {"devices", devices}, {"routes", routes}, {"interference", interference}};
+}
+
+Machine machine_from_json(const json& j, std::string_view what_sv) {
+  const std::string what(what_sv);
+  if (!j.is_object()) fail(what, ": expected a machine object, got ", j.dump().substr(0, 80));
+  Machine m;
+  m.name = j.contains("name") ? string_field(j, "name", what) : what;
+
+  const json& types = field(j, "device_types", what);
+  if (!types.is_array()) fail(what, ".device_types: expected an array");
+  std::map<std::string, std::int32_t> type_by_name;
+  for (std::size_t i = 0; i < types.size(); ++i) {
+    const json& tj = types[i];
+    std::string w = what + ".device_types[" + std::to_string(i) + "]";
+    DeviceType t;
+    t.name = string_field(tj, "name", w);
+    const json& peaks = field(tj, "peak_flops_per_s", w);
+    if (!peaks.is_object()) fail(w, ".peak_flops_per_s: expected an object {\"f32\": flop/s, ...}");
+    for (const auto& [key, v] : peaks.items()) {
+      DType dt = parse_dtype(key, w + ".peak_flops_per_s");
+      t.peak_flops_per_s[static_cast<int>(dt)] = number(v, w + ".peak_flops_per_s." + key);
+    }
+    t.memory_bytes_per_s = number_field(tj, "memory_bytes_per_s", w);
+    double cap = number_field(tj, "memory_capacity_bytes", w);
+    if (!(cap > 0 && cap < 9.2e18)) fail(w, ".memory_capacity_bytes: must be > 0, got ", field(tj, "memory_capacity_bytes", w).dump());
+    t.memory_capacity_bytes = static_cast<std::int64_t>(cap);
+    t.launch_latency_s = number_field_or(tj, "launch_latency_s", w, 0.0);
+    if (tj.contains("sm_count")) t.sm_count = static_cast<int>(integer(tj.at("sm_count"), w + ".sm_count"));
+    const json& eff = array_field_or_empty(tj, "efficiency", w);
+    for (std::size_t p = 0; p < eff.size(); ++p) {
+      std::string we = w + ".efficiency[" + std::to_string(p) + "]";
+      if (!eff[p].is_array() || eff[p].size() != 2) fail(we, ": expected [flops, efficiency], got ", eff[p].dump());
+      t.efficiency.push_back({number(eff[p][0], we + "[0]"), number(eff[p][1], we + "[1]")});
+    }
+    if (!type_by_name.emplace(t.name, static_cast<std::int32_t>(i)).second)
+      fail(w, ".name: '", t.name, "' is used by another device type");
+    m.device_types.push_back(std::move(t));
+  }
+
+  const json& links = array_field_or_empty(j, "links", what);
+  std::map<std::string, std::int32_t> link_by_name;
+  for (std::size_t i = 0; i < links.size(); ++i) {
+    const json& lj = links[i];
+    std::string w = what + ".links[" + std::to_string(i) + "]";
+    Link l;
+    l.name = string_field(lj, "name", w);
+    l.kind = lj.contains("kind") ? parse_link_kind(string_field(lj, "kind", w), w + ".kind") : LinkKind::custom;
+    l.bytes_per_s = number_field(lj, "bytes_per_s", w);
+    l.latency_s = number_field_or(lj, "latency_s", w, 0.0);
+    if (!link_by_name.emplace(l.name, static_cast<std::int32_t>(i)).second)
+      fail(w, ".name: '", l.name, "' is used by another link");
+    m.links.push_back(std::move(l));
+  }
+
+  if (j.contains("hosts")) {
+    const json& hosts = j.at("hosts");
+    if (!hosts.is_array()) fail(what, ".hosts: expected an array");
+    for (std::size_t i = 0; i < hosts.size(); ++i) {
+      const json& hj = hosts[i];
+      std::string w = what + ".hosts[" + std::to_string(i) + "]";
+      if (!hj.is_object()) fail(w, ": expected an object, got ", hj.dump());
+      Host h;
+      h.name = hj.contains("name") ? string_field(hj, "name", w) : "host" + std::to_string(i);
+      h.memory_capacity_bytes = hj.contains("memory_capacity_bytes")
+                                    ? integer(hj.at("memory_capacity_bytes"), w + ".memory_capacity_bytes")
+                                    : 0;
+      h.network_out = links_from(array_field_or_empty(hj, "network_out", w), link_by_name, w + ".network_out");
+      h.network_in = links_from(array_field_or_empty(hj, "network_in", w), link_by_name, w + ".network_in");
+      m.hosts.push_back(std::move(h));
+    }
+  } else {
+    m.hosts.push_back(Host{"host0", 0, {}, {}});
+  }
+
+  const json& devices = field(j, "devices", what);
+  if (!devices.is_array()) fail(what, ".devices: expected an array");
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    const json& dj = devices[i];
+    std::string w = what + ".devices[" + std::to_string(i) + "]";
+    Device d;
+    std::string type = string_field(dj, "type", w);
+    auto it = type_by_name.find(type);
+    if (it == type_by_name.end()) fail(w, ".type: unknown device type '", type, "'");
+    d.type = it->second;
+    d.host = dj.contains("host") ? static_cast<std::int32_t>(integer(dj.at("host"), w + ".host")) : 0;
+    d.fabric_out = links_from(array_field_or_empty(dj, "fabric_out", w), link_by_name, w + ".fabric_out");
+    d.fabric_in = links_from(array_field_or_empty(dj, "fabric_in", w), link_by_name, w + ".fabric_in");
+    d.network_out = links_from(array_field_or_empty(dj, "network_out", w), link_by_name, w + ".network_out");
+    d.network_in = links_from(array_field_or_empty(dj, "network_in", w), link_by_name, w + ".network_in");
+    m.devices.push_back(std::move(d));
+  }
+
+  const json& routes = array_field_or_empty(j, "routes", what);
+  for (std::size_t i = 0; i < routes.size(); ++i) {
+    const json& rj = routes[i];
+    std::string w = what + ".routes[" + std::to_string(i) + "]";
+    RouteEntry r;
+    r.src = DeviceId(static_cast<std::int32_t>(integer(field(rj, "src", w), w + ".src")));
+    r.dst = DeviceId(static_cast<std::int32_t>(integer(field(rj, "dst", w), w + ".dst")));
+    const json& ls = field(rj, "links", w);
+    if (!ls.is_array()) fail(w, ".links: expected an array of link names");
+    r.links = links_from(ls, link_by_name, w + ".links");
+    m.routes.push_back(std::move(r));
+  }
+
+  if (j.contains("interference")) {
+    const json& fj = j.at("interference");
+    std::string w = what + ".interference";
+    if (!fj.is_object()) fail(w, ": expected an object, got ", fj.dump());
+    Interference& f = m.interference;
+    if (fj.contains("comm_priority")) {
+      std::string p = string_field(fj, "comm_priority", w);
+      if (p == "normal") f.comm_priority = CommPriority::normal;
+      else if (p == "high") f.comm_priority = CommPriority::high;
+      else fail(w, ".comm_priority: expected \"normal\" or \"high\", got \"", p, "\"");
+    }
+    if (fj.contains("comm_sms")) f.comm_sms = static_cast<int>(integer(fj.at("comm_sms"), w + ".comm_sms"));
+    if (fj.contains("normal")) f.normal = factors_from(fj.at("normal"), w + ".normal", f.normal);
+    if (fj.contains("high")) f.high = factors_from(fj.at("high"), w + ".high", f.high);
+  }
+  m.validate(what);
+  return m;
+}
+
+}  // namespace tessel

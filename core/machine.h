@@ -1,0 +1,197 @@
+#pragma once
+// Machine: what the simulator (and later the runtime's calibration) knows about the
+// hardware a task graph runs on. A plain value type with integer ids and a JSON round
+// trip; presets carry the source of every figure.
+//
+//   device types   peak flop/s per dtype, memory bandwidth and capacity, kernel launch
+//                  latency, SM count, an efficiency table by task size (calibration fills it)
+//   hosts          one per server ("node"); host RAM; the node's links to the inter-node
+//                  network core (their bandwidth carries the oversubscription)
+//   devices        a type, a host, and the links that attach them to the fabrics:
+//                  fabric_out/_in   to and from the intra-node fabric (NVSwitch or PCIe tree)
+//                  network_out/_in  to and from the inter-node network (the device's NIC)
+//   links          directed (one per direction of a full-duplex connection), bandwidth and
+//                  latency; links listed by several devices are shared by them
+//   routes         route(a, b): an explicit entry of `routes` if there is one, otherwise
+//                    same host:       a.fabric_out + b.fabric_in
+//                    different hosts: a.network_out + host(a).network_out
+//                                     + host(b).network_in + b.network_in
+//                  The latency of a route is the sum of its links' latencies, its
+//                  bandwidth that of its slowest link.
+//   interference   how compute and communication on one device slow each other down
+//
+// Machine JSON (every bandwidth in bytes/s, every time in seconds):
+//   {"name": "ring4",
+//    "device_types": [{"name": "gpu", "peak_flops_per_s": {"f32": 1e12, "bf16": 1e13},
+//                      "memory_bytes_per_s": 1e12, "memory_capacity_bytes": 1e10,
+//                      "launch_latency_s": 0, "sm_count": 100, "efficiency": [[1e6, 0.5], [1e9, 1]]}],
+//    "hosts": [{"name": "node0", "memory_capacity_bytes": 1e12, "network_out": [], "network_in": []}],
+//    "links": [{"name": "l01", "kind": "nvlink", "bytes_per_s": 1e11, "latency_s": 1e-6}, ...],
+//    "devices": [{"type": "gpu", "host": 0, "fabric_out": ["l01"], "fabric_in": ["l30"],
+//                 "network_out": [], "network_in": []}, ...],
+//    "routes": [{"src": 0, "dst": 1, "links": ["l01"]}, ...],
+//    "interference": {"comm_priority": "normal", "comm_sms": 0,
+//                     "normal": {"compute_slowdown": 1.189, "comm_slowdown": 2.98},
+//                     "high": {"compute_slowdown": 1.4, "comm_slowdown": 1.71}}}
+// Optional fields: a device type's peak_flops_per_s entries (a dtype left out cannot be
+// simulated), launch_latency_s (0), sm_count (0), efficiency ([] = 1); a device's link
+// lists ([]); hosts (one host "host0" when left out); routes ([]); interference (the
+// defaults below). Errors name the field: "machine.links[2].bytes_per_s: ...".
+//
+// Presets (machine_preset): h100-sxm-8, a100-sxm-8, h100-pcie-4, cpu (cpu:N),
+// cluster:NODESxPRESET[,oversubscription=R] — e.g. cluster:128xh100-sxm-8.
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/ids.h"
+#include "core/types.h"
+
+namespace tessel {
+
+using LinkId = Id<struct LinkTag>;
+
+enum class LinkKind : std::uint8_t { nvlink, pcie, nic, network, memory, custom };
+[[nodiscard]] std::string_view to_string(LinkKind k);
+[[nodiscard]] LinkKind parse_link_kind(std::string_view s, std::string_view what = "link kind");
+
+struct Link {
+  std::string name;
+  LinkKind kind = LinkKind::custom;
+  double bytes_per_s = 0;  // per direction: links are directed
+  double latency_s = 0;
+  friend bool operator==(const Link&, const Link&) = default;
+};
+
+// Efficiency of a kernel by its size: the fraction of peak flop/s a task of `flops`
+// reaches. Interpolated linearly in log(flops) between points, constant beyond the ends.
+struct EfficiencyPoint {
+  double flops = 0;
+  double efficiency = 1;
+  friend bool operator==(const EfficiencyPoint&, const EfficiencyPoint&) = default;
+};
+
+inline constexpr int kNumDTypes = 4;  // DType::f16 .. DType::f64
+
+struct DeviceType {
+  std::string name;
+  std::array<double, kNumDTypes> peak_flops_per_s{};  // indexed by DType; 0 = not supported
+  double memory_bytes_per_s = 0;
+  std::int64_t memory_capacity_bytes = 0;
+  double launch_latency_s = 0;
+  int sm_count = 0;
+  std::vector<EfficiencyPoint> efficiency;  // sorted by flops; empty = 1 everywhere
+
+  [[nodiscard]] double peak(DType t) const { return peak_flops_per_s[static_cast<int>(t)]; }
+  [[nodiscard]] double efficiency_at(double flops) const;
+  friend bool operator==(const DeviceType&, const DeviceType&) = default;
+};
+
+struct Device {
+  std::int32_t type = 0;  // index into Machine::device_types
+  std::int32_t host = 0;  // index into Machine::hosts
+  std::vector<LinkId> fabric_out, fabric_in;
+  std::vector<LinkId> network_out, network_in;
+  friend bool operator==(const Device&, const Device&) = default;
+};
+
+struct Host {
+  std::string name;
+  std::int64_t memory_capacity_bytes = 0;
+  std::vector<LinkId> network_out, network_in;
+  friend bool operator==(const Host&, const Host&) = default;
+};
+
+struct RouteEntry {
+  DeviceId src, dst;
+  std::vector<LinkId> links;
+  friend bool operator==(const RouteEntry&, const RouteEntry&) = default;
+};
+
+enum class CommPriority : std::uint8_t { normal, high };
+[[nodiscard]] std::string_view to_string(CommPriority p);
+
+// Multipliers (>= 1) on the duration of work while both the compute lane and the
+// communication lane of a device are busy: compute runs 1/compute_slowdown as fast,
+// communication 1/comm_slowdown. 1 and 1 = perfect overlap.
+struct SlowdownFactors {
+  double compute_slowdown = 1;
+  double comm_slowdown = 1;
+  friend bool operator==(const SlowdownFactors&, const SlowdownFactors&) = default;
+};
+
+// Defaults from published measurements (REFERENCES.md, "Compute/communication overlap"):
+//  - normal priority: compute 18.9% slower on average under concurrent communication
+//    (arXiv 2507.03114, A100/H100/MI250/MI210). Communication: concurrent execution
+//    captures 21% of the ideal overlap speedup by default (arXiv 2412.14335); for equal
+//    compute and communication work W that means a finish at (2 − 0.21)·W = 1.79·W, which
+//    with compute at 1.189 requires communication at 1/2.98 speed while both run
+//    (1.189 + 1 − 1.189/c = 1.79 → c = 2.98).
+//  - high priority (a prioritised communication stream with CU/SM partitioning):
+//    compute up to 40% slower (the maximum of arXiv 2507.03114); 42% of the ideal overlap
+//    captured (arXiv 2412.14335) gives 1.4 + 1 − 1.4/c = 1.58 → c = 1.71.
+//  - comm_sms: SMs reserved for communication (NCCL runs one CTA per channel, up to 64):
+//    compute then runs on at most sm_count − comm_sms SMs while communication is active,
+//    i.e. compute_slowdown is at least sm_count / (sm_count − comm_sms). 0 = not reserved
+//    (the measured slowdowns already include the SMs communication takes).
+struct Interference {
+  CommPriority comm_priority = CommPriority::normal;
+  int comm_sms = 0;
+  SlowdownFactors normal{1.189, 2.98};
+  SlowdownFactors high{1.40, 1.71};
+
+  [[nodiscard]] const SlowdownFactors& active() const { return comm_priority == CommPriority::high ? high : normal; }
+  // The compute slowdown on a device with `sm_count` SMs, the SM floor included.
+  [[nodiscard]] double compute_slowdown(int sm_count) const;
+  [[nodiscard]] double comm_slowdown() const { return active().comm_slowdown; }
+  [[nodiscard]] static Interference none() { return {CommPriority::normal, 0, {1, 1}, {1, 1}}; }
+  friend bool operator==(const Interference&, const Interference&) = default;
+};
+
+struct Machine {
+  std::string name;
+  std::vector<DeviceType> device_types;
+  std::vector<Host> hosts;
+  std::vector<Device> devices;
+  std::vector<Link> links;
+  std::vector<RouteEntry> routes;  // explicit routes; take precedence over the rules
+  Interference interference;
+
+  [[nodiscard]] int num_devices() const { return static_cast<int>(devices.size()); }
+  [[nodiscard]] const Device& device(DeviceId d) const { return devices.at(d.index()); }
+  [[nodiscard]] const DeviceType& type_of(DeviceId d) const { return device_types.at(device(d).type); }
+  [[nodiscard]] const Link& link(LinkId l) const { return links.at(l.index()); }
+  // The links a transfer from `src` to `dst` crosses, in order. Error naming both
+  // devices when the machine has no route between them; empty when src == dst.
+  [[nodiscard]] std::vector<LinkId> route(DeviceId src, DeviceId dst) const;
+  [[nodiscard]] double route_latency_s(const std::vector<LinkId>& route) const;
+  [[nodiscard]] double route_bytes_per_s(const std::vector<LinkId>& route) const;
+  // Throws Error naming the field ("machine.links[2].bytes_per_s: ...") when a figure is
+  // missing, negative or out of range, or an index points nowhere.
+  void validate(std::string_view what = "machine") const;
+  friend bool operator==(const Machine&, const Machine&) = default;
+};
+
+// "h100-sxm-8", "a100-sxm-8", "h100-pcie-4", "cpu", "cpu:N",
+// "cluster:NODESxPRESET[,oversubscription=R]". Error listing the presets on an unknown name.
+[[nodiscard]] Machine machine_preset(std::string_view name);
+[[nodiscard]] std::vector<std::string> machine_preset_names();
+// A preset name, or else the path of a machine JSON file.
+[[nodiscard]] Machine load_machine(const std::string& preset_or_file);
+
+// `nodes` copies of the single-host machine `node`, connected by a switched network.
+// With oversubscription R > 1 every host gets one link to and one from the network core
+// of Σ(NIC bandwidth of the node) / R bytes/s; with R = 1 (full bisection) the NICs
+// are the only limit and no such link is added.
+[[nodiscard]] Machine make_cluster(const Machine& node, int nodes, double oversubscription = 1.0);
+
+[[nodiscard]] nlohmann::json to_json(const Machine& m);
+// `what` names the input in error messages (a file name, say).
+[[nodiscard]] Machine machine_from_json(const nlohmann::json& j, std::string_view what = "machine");
+
+}  // namespace tessel

@@ -1,0 +1,30 @@
+#include "sim/compute_model.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace tessel::sim {
+
+double memory_traffic_bytes(const Task& t) {
+  const auto b = static_cast<double>(t.bytes);
+  if (t.kind == TaskKind::touch) return t.op == TouchOp::accumulate ? 3 * b : 2 * b;
+  return b;
+}
+
+double compute_seconds(const Task& t, const TaskGraph& tg, const DeviceType& dt) {
+  if (t.kind == TaskKind::input || t.kind == TaskKind::output || t.kind == TaskKind::move) return 0;
+  double flop_s = 0;
+  if (t.flops > 0) {
+    DType dtype = tg.buffer(t.writes).dtype;
+    double peak = dt.peak(dtype);
+    if (!(peak > 0))
+      fail("device type '", dt.name, "' has no peak_flops_per_s for ", to_string(dtype), " (needed by ",
+           to_string(t.kind), " tasks)");
+    flop_s = t.flops / (peak * dt.efficiency_at(t.flops));
+  }
+  double mem_s = memory_traffic_bytes(t) / dt.memory_bytes_per_s;
+  return std::max(flop_s, mem_s) + dt.launch_latency_s;
+}
+
+}  // namespace tessel::sim

@@ -1,0 +1,27 @@
+#pragma once
+// Compute model: how long a task takes on its device when nothing disturbs it.
+//
+//   compute, accumulate touch   max(flops / (peak[dtype] × efficiency(flops)),
+//                                   memory bytes / memory bandwidth) + launch latency
+//   copy touch                  memory bytes / memory bandwidth + launch latency
+//   input, output               0 (inputs are resident when the run starts; outputs stay
+//                               where they are)
+//   move                        not here: the network model times it
+//
+// Memory bytes: a compute task's `bytes` (operands read + result written); a touch
+// reads and writes its region (2 × bytes), an accumulating touch also reads the
+// destination (3 × bytes). The dtype is that of the buffer the task writes.
+
+#include "core/machine.h"
+#include "core/task_graph.h"
+
+namespace tessel::sim {
+
+// Seconds `t` takes alone on a device of type `dt`. Error naming the device type and
+// dtype when the type has no peak for a task that needs one.
+[[nodiscard]] double compute_seconds(const Task& t, const TaskGraph& tg, const DeviceType& dt);
+
+// Bytes of device memory traffic the model charges a compute or touch task.
+[[nodiscard]] double memory_traffic_bytes(const Task& t);
+
+}  // namespace tessel::sim

@@ -1,0 +1,102 @@
+#pragma once
+// The simulator's clock and event queue.
+//
+// Time is an integer count of picoseconds (SimTime). int64 picoseconds resolve a
+// nanosecond kernel a thousand times over and still span ±106 days, so a task of a few
+// nanoseconds and an hour-long run share one exact clock; durations are rounded to the
+// nearest picosecond once, when a task starts, and sums of integers never drift.
+//
+// EventQueue is a binary heap ordered by (time, sequence number): events at the same
+// time come out in the order they were pushed, and time never goes backwards (pushing
+// an event earlier than the last one popped is a programming error, asserted). The
+// same inputs therefore give the same event order, bit for bit.
+
+#include <cassert>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace tessel::sim {
+
+/// Simulated time in picoseconds.
+using SimTime = std::int64_t;
+inline constexpr SimTime kNever = std::numeric_limits<SimTime>::max();
+inline constexpr double kPicosecondsPerSecond = 1e12;
+
+// Seconds → picoseconds, rounded to the nearest picosecond.
+[[nodiscard]] inline SimTime to_sim_time(double seconds) {
+  assert(seconds >= 0 && seconds < 9.2e6);
+  return static_cast<SimTime>(std::llround(seconds * kPicosecondsPerSecond));
+}
+[[nodiscard]] inline double to_seconds(SimTime t) { return static_cast<double>(t) / kPicosecondsPerSecond; }
+
+template <class Payload>
+class EventQueue {
+ public:
+  void push(SimTime time, const Payload& payload) {
+    assert(time >= now_);
+    heap_.push_back(Entry{time, seq_++, payload});
+    sift_up(heap_.size() - 1);
+  }
+  [[nodiscard]] bool empty() const { return heap_.empty(); }
+  [[nodiscard]] std::size_t size() const { return heap_.size(); }
+  // Time of the earliest event, kNever when empty.
+  [[nodiscard]] SimTime next_time() const { return heap_.empty() ? kNever : heap_.front().time; }
+  [[nodiscard]] const Payload& top() const { return heap_.front().payload; }
+  // Removes the earliest event; the clock moves to its time.
+  Payload pop() {
+    assert(!heap_.empty());
+    now_ = heap_.front().time;
+    Payload p = heap_.front().payload;
+    discard_top();
+    return p;
+  }
+  // Removes the earliest event without moving the clock (a cancelled event).
+  void discard_top() {
+    assert(!heap_.empty());
+    heap_.front() = heap_.back();
+    heap_.pop_back();
+    if (!heap_.empty()) sift_down(0);
+  }
+  // Time of the last event popped (0 before the first).
+  [[nodiscard]] SimTime now() const { return now_; }
+  void reserve(std::size_t n) { heap_.reserve(n); }
+
+ private:
+  struct Entry {
+    SimTime time;
+    std::uint64_t seq;
+    Payload payload;
+  };
+  static bool before(const Entry& a, const Entry& b) { return a.time < b.time || (a.time == b.time && a.seq < b.seq); }
+  void sift_up(std::size_t i) {
+    Entry e = heap_[i];
+    while (i > 0) {
+      std::size_t parent = (i - 1) / 2;
+      if (!before(e, heap_[parent])) break;
+      heap_[i] = heap_[parent];
+      i = parent;
+    }
+    heap_[i] = e;
+  }
+  void sift_down(std::size_t i) {
+    const std::size_t n = heap_.size();
+    Entry e = heap_[i];
+    for (;;) {
+      std::size_t c = 2 * i + 1;
+      if (c >= n) break;
+      if (c + 1 < n && before(heap_[c + 1], heap_[c])) ++c;
+      if (!before(heap_[c], e)) break;
+      heap_[i] = heap_[c];
+      i = c;
+    }
+    heap_[i] = e;
+  }
+
+  std::vector<Entry> heap_;
+  std::uint64_t seq_ = 0;
+  SimTime now_ = 0;
+};
+
+}  // namespace tessel::sim

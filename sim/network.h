@@ -1,0 +1,84 @@
+#pragma once
+// Network models: how long transfers take when they share links. One interface, two
+// implementations, one registry:
+//
+//   alpha-beta  a transfer takes latency + bytes / bandwidth of its route's slowest link;
+//               each link serves one transfer at a time, in the order transfers were
+//               started (a transfer holds every link of its route from its first to its
+//               last byte, as per-link FIFO simulators do — FlexFlow, ASTRA-sim analytical)
+//   flow        after its route's latency, a transfer becomes a flow whose rate is its
+//               max-min fair share (progressive filling over the links of every active
+//               flow). Rates are recomputed when a flow starts or ends, or its slowdown
+//               changes — only over the connected component of flows and links it touches,
+//               never the whole network — and only flows whose rate changed are rescheduled.
+//
+// A transfer's slowdown (>= 1, from compute/communication interference on its sender)
+// stretches it: under alpha-beta its remaining time runs `slowdown` times slower; under
+// flow its rate is capped at its route's bandwidth / slowdown.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/machine.h"
+#include "sim/event_queue.h"
+
+namespace tessel::sim {
+
+// The routes the transfers of one simulation use, flattened; routes never repeat a link.
+struct RouteTable {
+  std::vector<LinkId> links;                // every route back to back
+  std::vector<std::int32_t> offset{0};      // route r is links[offset[r], offset[r + 1])
+  std::vector<SimTime> latency;             // per route: Σ link latencies
+  std::vector<double> bytes_per_s;          // per route: bandwidth of the slowest link (inf if empty)
+
+  [[nodiscard]] std::int32_t size() const { return static_cast<std::int32_t>(latency.size()); }
+  [[nodiscard]] std::span<const LinkId> route(std::int32_t r) const {
+    return {links.data() + offset[static_cast<std::size_t>(r)],
+            static_cast<std::size_t>(offset[static_cast<std::size_t>(r) + 1] - offset[static_cast<std::size_t>(r)])};
+  }
+  // Adds the route (duplicate links dropped) and returns its index.
+  std::int32_t add(const Machine& m, const std::vector<LinkId>& route);
+};
+
+class NetworkModel {
+ public:
+  virtual ~NetworkModel() = default;
+  [[nodiscard]] virtual std::string_view name() const = 0;
+  // Transfer `id` (0 <= id < NetworkContext::max_transfers, each id used once) of `bytes`
+  // over route `route` begins at `now`, running `slowdown` (>= 1) times slower.
+  virtual void start(std::int32_t id, std::int32_t route, std::int64_t bytes, double slowdown, SimTime now) = 0;
+  // From `now` on, transfer `id` runs `slowdown` times slower.
+  virtual void set_slowdown(std::int32_t id, double slowdown, SimTime now) = 0;
+  // Time of the model's next state change; kNever when nothing is in flight.
+  [[nodiscard]] virtual SimTime next_time() = 0;
+  // Processes every state change at `now` (== next_time()); appends the transfers that
+  // finish at `now`, in a deterministic order. Returns the number of events processed.
+  virtual std::int64_t advance(SimTime now, std::vector<std::int32_t>& finished) = 0;
+};
+
+struct NetworkContext {
+  const Machine& machine;
+  const RouteTable& routes;
+  std::int32_t max_transfers = 0;
+};
+
+struct NetworkModelInfo {
+  std::string name;
+  std::string help;
+  std::function<std::unique_ptr<NetworkModel>(const NetworkContext&)> make;
+};
+
+// The registry: a new model is one class and one line here.
+[[nodiscard]] const std::vector<NetworkModelInfo>& network_models();
+// Error listing the models on an unknown name.
+[[nodiscard]] std::unique_ptr<NetworkModel> make_network_model(std::string_view name, const NetworkContext& ctx);
+
+[[nodiscard]] std::unique_ptr<NetworkModel> make_alpha_beta_model(const NetworkContext& ctx);
+[[nodiscard]] std::unique_ptr<NetworkModel> make_flow_model(const NetworkContext& ctx);
+
+}  // namespace tessel::sim

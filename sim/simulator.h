@@ -1,0 +1,120 @@
+#pragma once
+// The discrete-event simulator: a TaskGraph on a Machine → makespan, statistics and a
+// Timeline in the same schema the executors write.
+//
+// Model, per device:
+//   lanes        compute (one kernel at a time: compute tasks), copy (one at a time:
+//                touches), comm (`comm_channels` moves at a time, charged to the
+//                sending device). Inputs and outputs take no time and no lane.
+//   touches      all touches of a device run one after another on its copy lane, so two
+//                touches into one buffer (always on that buffer's device) never overlap —
+//                the serialisation TaskGraph asks of executors, and what one copy stream
+//                per device gives.
+//   interference while a device's compute lane and its comm lane are both busy, its
+//                compute task runs Machine::interference.compute_slowdown(sm_count) times
+//                slower and its outgoing moves comm_slowdown times slower; the factors
+//                are re-applied whenever either lane starts or stops (progress is kept).
+//                The copy lane neither causes nor suffers interference.
+//   memory       a buffer is live from the start of the first task that writes it to the
+//                end of the last task that reads it (to the end of its last writer when
+//                nothing reads it); peak live bytes per device, and every device whose
+//                peak exceeds its capacity is reported (the run is not stopped).
+//
+// Policies:
+//   async  work-conserving: a task starts as soon as its dependencies are done and its
+//          lane is free; among ready tasks on a lane the highest priority goes first —
+//          the longest path from the task to the end (undisturbed durations, ties by
+//          task id), or FIFO (ready order).
+//   bsp    bulk-synchronous (core's bsp_phase): for each graph node, all its input and
+//          compute tasks, a barrier, all the communication its outputs need (moves,
+//          touches, outputs), a barrier. Within a phase, tasks run as under async.
+//
+// Events: one per task completion plus one per network-internal state change (a flow
+// joining the network after its latency). Deterministic: the same inputs give the same
+// Timeline bit for bit (event order is fixed by (time, sequence); no hashing decides an
+// order; no clock is read except for sim_wall_s).
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/machine.h"
+#include "core/task_graph.h"
+#include "core/timeline.h"
+
+namespace tessel::sim {
+
+enum class Policy : std::uint8_t { async, bsp };
+enum class Priority : std::uint8_t { longest_path, fifo };
+[[nodiscard]] std::string_view to_string(Policy p);
+[[nodiscard]] std::string_view to_string(Priority p);
+[[nodiscard]] Policy parse_policy(std::string_view s, std::string_view what = "policy");
+[[nodiscard]] Priority parse_priority(std::string_view s, std::string_view what = "priority");
+
+struct SimOptions {
+  std::string network = "alpha-beta";  // a name from network_models(): alpha-beta, flow
+  Policy policy = Policy::async;
+  Priority priority = Priority::longest_path;
+  bool interference = true;  // false: perfect overlap, whatever the machine says
+  int comm_channels = 1;     // moves one device sends at the same time
+  bool record_memory = false;  // keep every change of live bytes (SimResult::memory)
+};
+
+struct DeviceStats {
+  double compute_busy_s = 0;  // compute lane occupied
+  double comm_busy_s = 0;     // at least one outgoing move in flight
+  double copy_busy_s = 0;     // copy lane occupied (touches)
+  double busy_s = 0;          // any lane occupied
+  double idle_s = 0;          // makespan − busy_s
+  std::int64_t tasks = 0;
+  std::int64_t peak_memory_bytes = 0;
+  double peak_memory_time_s = 0;  // when the peak was first reached
+};
+
+struct MemoryOverflow {
+  DeviceId device;
+  std::int64_t capacity_bytes = 0;
+  std::int64_t peak_bytes = 0;
+  std::int64_t excess_bytes = 0;  // peak − capacity
+  double first_exceeded_s = 0;    // when live bytes first went over capacity
+  double peak_time_s = 0;
+};
+
+struct MemorySample {
+  double time_s = 0;
+  DeviceId device;
+  std::int64_t live_bytes = 0;
+};
+
+struct SimResult {
+  std::string network;
+  Policy policy = Policy::async;
+  double makespan_s = 0;
+  std::int64_t events = 0;
+  double sim_wall_s = 0;  // the simulator's own run time (setup included)
+  std::int64_t bytes_moved = 0;
+  std::int64_t peak_memory_bytes = 0;  // the largest device peak
+  std::vector<DeviceStats> devices;    // one per device of the task graph
+  std::vector<std::int64_t> link_bytes;  // one per machine link
+  // A chain of tasks that ends at the makespan: each is the dependency, lane predecessor
+  // or barrier that last held the next one back (waits inside the network are charged
+  // to the move itself).
+  std::vector<TaskId> critical_path;
+  std::vector<MemoryOverflow> over_capacity;
+  std::vector<MemorySample> memory;  // with SimOptions::record_memory
+  Timeline timeline;                 // one span per task, in task order
+};
+
+// Throws Error when the task graph is malformed (a cycle, a bad id), uses more devices
+// than the machine has, needs a route the machine lacks, or the options are invalid.
+[[nodiscard]] SimResult simulate(const TaskGraph& tg, const Machine& m, const SimOptions& options = {});
+
+// The result as JSON: makespan_s, events, sim_wall_s, events_per_s, bytes_moved,
+// peak_memory_bytes, devices[{device, compute_busy_s, comm_busy_s, copy_busy_s, idle_s,
+// peak_memory_bytes}], links (those that carried bytes), critical_path, over_capacity.
+[[nodiscard]] nlohmann::json to_json(const SimResult& r, const Machine& m);
+
+}  // namespace tessel::sim

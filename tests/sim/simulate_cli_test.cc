@@ -1,0 +1,113 @@
+// `tessel simulate` end to end: JSON fields, collectives, and bad input (message naming
+// the field, non-zero exit, no trace file left behind).
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct Result {
+  int status = -1;
+  std::string output;  // stdout and stderr
+};
+
+Result tessel(const std::string& args) {
+  Result r;
+  std::string cmd = std::string(TESSEL_CLI_PATH) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  while (std::size_t n = fread(buf, 1, sizeof buf, p)) r.output.append(buf, n);
+  int status = pclose(p);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+const std::string kData = std::string(TESSEL_TEST_DATA_DIR) + "/sim/";
+
+std::filesystem::path temp(const std::string& name) { return std::filesystem::temp_directory_path() / name; }
+
+TEST(SimulateCli, JsonHasTheIssueFieldsAndTheTraceIsWritten) {
+  auto trace = temp("tessel_sim_cli_trace.json");
+  std::filesystem::remove(trace);
+  Result r = tessel("simulate -w chain:size=512 -d 4 -m h100-sxm-8 --network flow --json --trace " + trace.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  auto j = nlohmann::json::parse(r.output);
+  for (const char* key : {"makespan_s", "events", "sim_wall_s", "bytes_moved", "peak_memory_bytes", "devices"})
+    EXPECT_TRUE(j.contains(key)) << key;
+  EXPECT_EQ(j["devices"].size(), 4u);
+  EXPECT_GT(j["makespan_s"].get<double>(), 0);
+  auto t = nlohmann::json::parse(std::ifstream(trace));
+  EXPECT_FALSE(t["traceEvents"].empty());
+  std::filesystem::remove(trace);
+}
+
+TEST(SimulateCli, CollectiveReportsAlgbwAndBusbw) {
+  Result r = tessel("simulate --collective allreduce --bytes 64MiB -d 8 -m h100-sxm-8 --json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  auto j = nlohmann::json::parse(r.output);
+  const double algbw = j["algbw_GBps"].get<double>(), busbw = j["busbw_GBps"].get<double>();
+  EXPECT_DOUBLE_EQ(algbw, 64.0 * 1024 * 1024 / j["makespan_s"].get<double>() / 1e9);
+  EXPECT_DOUBLE_EQ(busbw, algbw * 2 * 7 / 8);
+  EXPECT_LE(busbw, 450.0);  // one NVLink direction per rank
+}
+
+TEST(SimulateCli, TaskGraphAndMachineFiles) {
+  Result r = tessel("simulate --task-graph " + kData + "shared_link.json -m " + kData + "switch3.json --network flow --json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(r.output)["makespan_s"].get<double>(), 0.03);
+}
+
+void expect_bad(const std::string& args, const std::string& needle) {
+  auto trace = temp("tessel_sim_cli_bad_trace.json");
+  std::filesystem::remove(trace);
+  Result r = tessel(args + " --trace " + trace.string());
+  EXPECT_NE(r.status, 0) << args;
+  EXPECT_NE(r.output.find(needle), std::string::npos) << args << "\n" << r.output;
+  EXPECT_FALSE(std::filesystem::exists(trace)) << args;
+  EXPECT_FALSE(std::filesystem::exists(trace.string() + ".tmp-tessel")) << args;
+}
+
+TEST(SimulateCli, BadInputNamesTheFieldExitsNonZeroAndLeavesNoTrace) {
+  expect_bad("simulate -w chain -d 4 -m h200-sxm-8", "unknown machine preset 'h200-sxm-8'");
+  expect_bad("simulate -w chain -d 16 -m h100-sxm-8", "16 devices");
+  expect_bad("simulate -w chain -d 4 -m h100-sxm-8 --network packet", "unknown network model 'packet'");
+  expect_bad("simulate -w chain -d 4 -m h100-sxm-8 --policy gang", "unknown policy 'gang'");
+  expect_bad("simulate --collective broadcast --bytes 1MB -d 4 -m h100-sxm-8", "unknown collective 'broadcast'");
+  expect_bad("simulate --collective allreduce --bytes 1XB -d 4 -m h100-sxm-8", "unknown unit 'XB'");
+
+  auto machine = temp("tessel_sim_cli_bad_machine.json");
+  auto j = nlohmann::json::parse(std::ifstream(kData + "switch3.json"));
+  j["links"][3]["bytes_per_s"] = -1;
+  std::ofstream(machine) << j.dump();
+  expect_bad("simulate -w chain -d 3 -m " + machine.string(), "links[3].bytes_per_s");
+  j = nlohmann::json::parse(std::ifstream(kData + "switch3.json"));
+  j["links"][0].erase("bytes_per_s");
+  std::ofstream(machine) << j.dump();
+  expect_bad("simulate -w chain -d 3 -m " + machine.string(), "links[0]: missing field \"bytes_per_s\"");
+  j = nlohmann::json::parse(std::ifstream(kData + "switch3.json"));
+  j["routes"] = {{{"src", 0}, {"dst", 7}, {"links", {"up0"}}}};
+  std::ofstream(machine) << j.dump();
+  expect_bad("simulate -w chain -d 3 -m " + machine.string(), "routes[0].dst: device 7 does not exist");
+  std::filesystem::remove(machine);
+
+  auto tg = temp("tessel_sim_cli_cycle.json");
+  auto t = nlohmann::json::parse(std::ifstream(kData + "shared_link.json"));
+  t["tasks"][2]["deps"] = {4};
+  std::ofstream(tg) << t.dump();
+  expect_bad("simulate --task-graph " + tg.string() + " -m " + kData + "switch3.json", "dependency cycle");
+  std::filesystem::remove(tg);
+
+  auto dec = temp("tessel_sim_cli_dec.json");
+  std::ofstream(dec) << R"({"devices": 16, "nodes": []})";
+  expect_bad("simulate -w chain --decomposition " + dec.string() + " -m h100-sxm-8", "16 devices");
+  std::filesystem::remove(dec);
+}
+
+}  // namespace

@@ -1,0 +1,352 @@
+// simulate(): lanes, policies, interference, memory, statistics, determinism, errors.
+#include "sim/simulator.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <map>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/partition.h"
+#include "core/workloads.h"
+#include "tests/sim/sim_test_util.h"
+
+namespace tessel::sim {
+namespace {
+
+using testing::bare_machine;
+using testing::ps;
+using testing::switch_machine;
+using testing::TgBuilder;
+
+const char* const kModels[] = {"alpha-beta", "flow"};
+
+SimOptions options(const std::string& network, Policy policy = Policy::async, bool interference = true) {
+  SimOptions o;
+  o.network = network;
+  o.policy = policy;
+  o.interference = interference;
+  return o;
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Simulator, ChainOfDependentTasksSumsTheirDurations) {
+  // compute (dev 0) → move → accumulate touch (dev 1) → compute (dev 1), launch 1 µs.
+  Machine m = switch_machine(2, 2e-6, 1e10, 1e11);  // f32 peak 1 TFLOP/s
+  m.device_types[0].launch_latency_s = 1e-6;
+  TgBuilder b(2);
+  BufferId a = b.compute(0, 2e9, 4'000'000, {}, 1'000'000);    // max(2 ms, 40 µs) + 1 µs
+  BufferId moved = b.move(a, 1);                                // 2 µs + 100 µs
+  BufferId acc = b.buffer(1, 1'000'000, Agg::sum);
+  b.touch(moved, acc, TouchOp::accumulate);                     // max(0.25 µs, 30 µs) + 1 µs
+  b.compute(1, 1e9, 0, {acc});                                  // 1 ms + 1 µs
+  const std::int64_t expected = std::int64_t{2'001'000'000} + 102'000'000 + 31'000'000 + 1'001'000'000;
+  for (const char* model : kModels) {
+    SimResult r = simulate(b.graph(), m, options(model));
+    EXPECT_EQ(ps(r.makespan_s), expected) << model;
+    // Four task completions, and under flow the move joining the network after its latency.
+    EXPECT_EQ(r.events, std::string(model) == "flow" ? 5 : 4);
+    // The critical path is the whole chain.
+    EXPECT_EQ(r.critical_path.size(), 4u);
+  }
+}
+
+TEST(Simulator, IndependentTasksOnOneLaneRunOneAfterAnother) {
+  Machine m = bare_machine(1, 1e12);
+  TgBuilder b(1);
+  for (int i = 0; i < 3; ++i) b.compute(0, 1e9, 0, {});
+  SimResult r = simulate(b.graph(), m);
+  EXPECT_EQ(ps(r.makespan_s), 3'000'000'000);
+  EXPECT_EQ(ps(r.devices[0].compute_busy_s), 3'000'000'000);
+  EXPECT_EQ(r.devices[0].idle_s, 0.0);
+}
+
+TEST(Simulator, ComputeAndCommunicationOverlapPerfectlyWithFactorsOne) {
+  // Device 0 computes 1 ms while it sends 1 MB (100 µs): with interference factors 1
+  // the makespan is the longer of the two.
+  Machine m = switch_machine(2, 0, 1e10);
+  TgBuilder b(2);
+  BufferId in = b.input(0, 1'000'000);
+  b.compute(0, 1e9, 0, {});
+  b.move(in, 1);
+  m.interference.normal = {1, 1};
+  for (const char* model : kModels) {
+    SimResult r = simulate(b.graph(), m, options(model));
+    EXPECT_EQ(ps(r.makespan_s), 1'000'000'000) << model;
+    SimResult off = simulate(b.graph(), m, options(model, Policy::async, false));
+    EXPECT_EQ(r.timeline, off.timeline) << model;
+  }
+}
+
+TEST(Simulator, InterferenceSlowsBothLanesWhileBothAreBusy) {
+  // Compute 1 ms and a 100 µs move start together on device 0; compute ×1.5, comm ×2.
+  // The move ends at 200 µs; compute has done 200/1.5 µs of its 1000 by then and runs
+  // the remaining 866.67 µs alone: 1066.667 µs.
+  Machine m = switch_machine(2, 0, 1e10);
+  m.interference.normal = {1.5, 2.0};
+  TgBuilder b(2);
+  BufferId in = b.input(0, 1'000'000);
+  b.compute(0, 1e9, 0, {});
+  TaskId compute = b.last();
+  b.move(in, 1);
+  TaskId move = b.last();
+  for (const char* model : kModels) {
+    SimResult r = simulate(b.graph(), m, options(model));
+    EXPECT_EQ(ps(r.timeline.spans[move.index()].end_s), 200'000'000) << model;
+    EXPECT_EQ(ps(r.timeline.spans[compute.index()].end_s), 1'066'666'667) << model;
+  }
+}
+
+TEST(Simulator, HighPriorityRowAndReservedSmsChooseTheFactors) {
+  Machine m = switch_machine(2, 0, 1e10);
+  m.interference.normal = {1.5, 2.0};
+  m.interference.high = {1.25, 1.0};
+  m.interference.comm_priority = CommPriority::high;
+  TgBuilder b(2);
+  BufferId in = b.input(0, 1'000'000);
+  b.compute(0, 1e9, 0, {});
+  TaskId compute = b.last();
+  b.move(in, 1);
+  // Move undisturbed (100 µs); compute: 1000 − 100/1.25 = 920 µs left → 1020 µs.
+  SimResult r = simulate(b.graph(), m);
+  EXPECT_EQ(ps(r.timeline.spans[compute.index()].end_s), 1'020'000'000);
+  // 50 of 100 SMs reserved for communication: compute at most half speed while it runs.
+  m.interference.comm_sms = 50;
+  r = simulate(b.graph(), m);
+  EXPECT_EQ(ps(r.timeline.spans[compute.index()].end_s), 1'050'000'000);
+}
+
+TEST(Simulator, TouchesIntoOneBufferNeverOverlap) {
+  // Four partials on device 0 accumulate into one buffer: the copy lane serialises them.
+  Machine m = bare_machine(1);
+  TgBuilder b(1);
+  std::vector<BufferId> parts;
+  for (int i = 0; i < 4; ++i) parts.push_back(b.compute(0, 1e6, 0, {}, 4'000'000));
+  BufferId acc = b.buffer(0, 4'000'000, Agg::sum);
+  std::vector<TaskId> touches;
+  for (BufferId p : parts) {
+    b.touch(p, acc, TouchOp::accumulate);
+    touches.push_back(b.last());
+  }
+  SimResult r = simulate(b.graph(), m);
+  std::vector<Span> spans;
+  for (TaskId t : touches) spans.push_back(r.timeline.spans[t.index()]);
+  std::sort(spans.begin(), spans.end(), [](const Span& x, const Span& y) { return x.start_s < y.start_s; });
+  for (std::size_t i = 1; i < spans.size(); ++i) EXPECT_LE(spans[i - 1].end_s, spans[i].start_s);
+  // 3 × 4 MB / 100 GB/s = 120 µs each.
+  for (const Span& s : spans) EXPECT_EQ(ps(s.end_s - s.start_s), 120'000'000);
+}
+
+TEST(Simulator, MemoryPeakAndOverCapacityNameDeviceTimeAndExcess) {
+  Machine m = bare_machine(2, 1e12);
+  m.device_types[0].memory_capacity_bytes = 10'000'000;
+  TgBuilder b(2);
+  // Device 1: an 8 MB block, then a 4 MB result of it (12 MB live at 1 ms), then the
+  // 8 MB block is freed when its reader ends.
+  BufferId x = b.compute(1, 1e9, 0, {}, 8'000'000);       // 0–1 ms
+  BufferId y = b.compute(1, 1e9, 0, {x}, 4'000'000);      // 1–2 ms
+  b.output(y);
+  b.compute(0, 1e9, 0, {}, 1'000'000);
+  SimResult r = simulate(b.graph(), m);
+  EXPECT_EQ(r.devices[1].peak_memory_bytes, 12'000'000);
+  EXPECT_EQ(ps(r.devices[1].peak_memory_time_s), 1'000'000'000);
+  EXPECT_EQ(r.devices[0].peak_memory_bytes, 1'000'000);
+  EXPECT_EQ(r.peak_memory_bytes, 12'000'000);
+  ASSERT_EQ(r.over_capacity.size(), 1u);
+  EXPECT_EQ(r.over_capacity[0].device, DeviceId(1));
+  EXPECT_EQ(r.over_capacity[0].excess_bytes, 2'000'000);
+  EXPECT_EQ(ps(r.over_capacity[0].first_exceeded_s), 1'000'000'000);
+  // Recorded samples end with nothing live.
+  SimOptions o;
+  o.record_memory = true;
+  r = simulate(b.graph(), m, o);
+  ASSERT_FALSE(r.memory.empty());
+  std::vector<std::int64_t> last(2, -1);
+  for (const MemorySample& s : r.memory) last[s.device.index()] = s.live_bytes;
+  EXPECT_EQ(last[0], 0);  // never read: freed when written
+  EXPECT_EQ(last[1], 0);
+}
+
+TEST(Simulator, BspRunsPhasesBetweenBarriers) {
+  Graph g = build_workload("chain:size=512");
+  Decomposition d = split_largest(g, 4);
+  TaskGraph tg = lower(g, d);
+  Machine m = machine_preset("h100-sxm-8");
+  SimResult r = simulate(tg, m, options("flow", Policy::bsp));
+  // No task starts before every task of an earlier phase has finished.
+  std::map<std::int32_t, std::pair<double, double>> phase_span;  // phase → (first start, last end)
+  for (std::size_t i = 0; i < tg.size(); ++i) {
+    auto& [first, last] = phase_span.try_emplace(bsp_phase(tg.tasks[i]), 1e300, -1.0).first->second;
+    first = std::min(first, r.timeline.spans[i].start_s);
+    last = std::max(last, r.timeline.spans[i].end_s);
+  }
+  double prev_end = 0;
+  for (const auto& [phase, span] : phase_span) {
+    EXPECT_GE(span.first, prev_end) << "phase " << phase;
+    prev_end = std::max(prev_end, span.second);
+  }
+}
+
+// Acceptance: with interference off, the work-conserving async schedule finishes no later
+// than bsp on the built-in workloads — with one documented exception, kept here rather
+// than hidden. Under alpha-beta a link serves transfers in the order they were started,
+// not by priority: async starts the moves of every operand at once, so moves queue on the
+// receivers' links (ffn on 8 devices: x 3→0 waits 13.75 µs for a 3.44 µs transfer, behind
+// w1 4→0 and x 2→0), while bsp issues one node's communication per phase and never builds
+// those queues (async 62.4 µs, bsp 55.9 µs). Under flow (fair sharing) async wins (38.6
+// against 39.1 µs) and no exception has turned up. Which cases hit it depends on how ties
+// are broken (chain:size=1024 on 8 devices did before zero-time tasks ran in ready
+// order); if a change makes the exception disappear or adds one, update this list.
+TEST(Simulator, AsyncFinishesNoLaterThanBspOnBuiltInWorkloads) {
+  const char* workloads[] = {"chain:size=1024", "chain-sum:size=2000", "chain-sum:size=2000,skewed=1", "ffn",
+                             "llama-block:model=tiny", "llama-block:model=7b,seq=256"};
+  const std::set<std::pair<std::string, int>> alpha_beta_fifo_anomalies = {{"ffn", 8}};
+  Machine m = machine_preset("cluster:2xh100-sxm-8");
+  for (const char* w : workloads) {
+    Graph g = build_workload(w);
+    for (int devices : {2, 8, 16}) {
+      TaskGraph tg = lower(g, split_largest(g, devices));
+      for (const char* model : kModels)
+        for (Priority p : {Priority::longest_path, Priority::fifo}) {
+          SimOptions a = options(model, Policy::async, false), s = options(model, Policy::bsp, false);
+          a.priority = s.priority = p;
+          double async_s = simulate(tg, m, a).makespan_s, bsp_s = simulate(tg, m, s).makespan_s;
+          const bool anomaly = std::string(model) == "alpha-beta" && p == Priority::longest_path &&
+                               alpha_beta_fifo_anomalies.count({w, devices});
+          if (anomaly) {
+            EXPECT_GT(async_s, bsp_s) << w << " on " << devices << " devices: documented anomaly gone?";
+          } else {
+            EXPECT_LE(async_s, bsp_s) << w << " on " << devices << " devices, " << model << ", " << to_string(p);
+          }
+        }
+    }
+  }
+}
+
+TEST(Simulator, IdenticalRunsGiveIdenticalTimelines) {
+  Graph g = build_workload("llama-block:model=7b,seq=128");
+  TaskGraph tg = lower(g, split_largest(g, 32));
+  Machine m = machine_preset("cluster:4xh100-sxm-8,oversubscription=2");
+  for (const char* model : kModels)
+    for (Policy p : {Policy::async, Policy::bsp}) {
+      SimResult a = simulate(tg, m, options(model, p)), b = simulate(tg, m, options(model, p));
+      EXPECT_EQ(a.timeline, b.timeline) << model;
+      EXPECT_EQ(a.makespan_s, b.makespan_s);
+      EXPECT_EQ(a.events, b.events);
+      EXPECT_EQ(a.critical_path, b.critical_path);
+      EXPECT_EQ(a.link_bytes, b.link_bytes);
+    }
+}
+
+TEST(Simulator, StatisticsAddUp) {
+  Graph g = build_workload("ffn");
+  TaskGraph tg = lower(g, split_largest(g, 8));
+  Machine m = machine_preset("h100-sxm-8");
+  SimResult r = simulate(tg, m, options("flow"));
+  ASSERT_EQ(r.devices.size(), 8u);
+  EXPECT_EQ(r.bytes_moved, tg.summary().bytes_moved);
+  std::int64_t tasks = 0;
+  for (const DeviceStats& s : r.devices) {
+    EXPECT_NEAR(s.busy_s + s.idle_s, r.makespan_s, 1e-15);
+    EXPECT_LE(s.compute_busy_s, s.busy_s + 1e-15);
+    EXPECT_LE(s.comm_busy_s, s.busy_s + 1e-15);
+    EXPECT_LE(s.copy_busy_s, s.busy_s + 1e-15);
+    tasks += s.tasks;
+  }
+  EXPECT_EQ(tasks, static_cast<std::int64_t>(tg.size()));
+  EXPECT_EQ(r.timeline.makespan_s(), r.makespan_s);
+  // Every span lies within the run and starts after its dependencies end.
+  for (std::size_t i = 0; i < tg.size(); ++i) {
+    const Span& s = r.timeline.spans[i];
+    EXPECT_EQ(s.task, TaskId(static_cast<std::int32_t>(i)));
+    EXPECT_LE(s.start_s, s.end_s);
+    for (TaskId d : tg.tasks[i].deps) EXPECT_LE(r.timeline.spans[d.index()].end_s, s.start_s);
+  }
+  // Each link's bytes: the moves whose route crosses it.
+  std::int64_t nvlink_out = 0;
+  for (std::size_t l = 0; l < m.links.size(); ++l)
+    if (m.links[l].name.ends_with("nvlink.out")) nvlink_out += r.link_bytes[l];
+  EXPECT_EQ(nvlink_out, r.bytes_moved);
+}
+
+TEST(Simulator, CriticalPathIsAChainEndingAtTheMakespan) {
+  Graph g = build_workload("chain-sum:size=1000");
+  TaskGraph tg = lower(g, split_largest(g, 8));
+  Machine m = machine_preset("h100-pcie-4");
+  m = make_cluster(m, 2);
+  for (const char* model : kModels) {
+    SimResult r = simulate(tg, m, options(model));
+    ASSERT_FALSE(r.critical_path.empty());
+    EXPECT_EQ(r.timeline.spans[r.critical_path.back().index()].end_s, r.makespan_s);
+    for (std::size_t k = 1; k < r.critical_path.size(); ++k)
+      EXPECT_LE(r.timeline.spans[r.critical_path[k - 1].index()].end_s,
+                r.timeline.spans[r.critical_path[k].index()].start_s + 1e-15);
+    EXPECT_TRUE(tg.task(r.critical_path.front()).deps.empty());
+  }
+}
+
+TEST(Simulator, MoreCommChannelsOverlapMovesFromOneDevice) {
+  // Device 0 sends 1 MB to devices 1, 2 and 3 over a switch: with one channel the sends
+  // follow each other (300 µs); with three they share its 10 GB/s up link under flow (300
+  // µs too) but run concurrently — and under alpha-beta the up link serialises them.
+  Machine m = switch_machine(4, 0, 1e10);
+  TgBuilder b(4);
+  BufferId in = b.input(0, 1'000'000);
+  for (int to = 1; to < 4; ++to) b.move(in, to);
+  SimOptions o = options("flow");
+  EXPECT_EQ(ps(simulate(b.graph(), m, o).makespan_s), 300'000'000);
+  o.comm_channels = 3;
+  SimResult r = simulate(b.graph(), m, o);
+  EXPECT_EQ(ps(r.makespan_s), 300'000'000);
+  for (int k = 1; k <= 3; ++k) EXPECT_EQ(r.timeline.spans[static_cast<std::size_t>(k)].start_s, 0.0);
+}
+
+TEST(Simulator, ErrorsNameTheProblem) {
+  Graph g = build_workload("chain");
+  TaskGraph tg = lower(g, split_largest(g, 16));
+  EXPECT_NE(error_of([&] { (void)simulate(tg, machine_preset("h100-sxm-8")); }).find("16 devices"), std::string::npos);
+  TaskGraph small = lower(g, split_largest(g, 4));
+  EXPECT_NE(error_of([&] { (void)simulate(small, machine_preset("h100-sxm-8"), options("packet")); }).find("packet"),
+            std::string::npos);
+  // A machine without a route between two devices that exchange data.
+  Machine no_links = bare_machine(4);
+  EXPECT_NE(error_of([&] { (void)simulate(small, no_links); }).find("no route from device"), std::string::npos);
+  // A task graph whose dependency points forward (a cycle once closed).
+  TaskGraph bad = small;
+  bad.tasks[0].deps.push_back(TaskId(5));
+  EXPECT_NE(error_of([&] { (void)simulate(bad, machine_preset("h100-sxm-8")); }).find("does not precede"),
+            std::string::npos);
+  SimOptions o;
+  o.comm_channels = 0;
+  EXPECT_NE(error_of([&] { (void)simulate(small, machine_preset("h100-sxm-8"), o); }).find("comm_channels"),
+            std::string::npos);
+  // A dtype the device type has no peak for.
+  Machine f64_less = machine_preset("h100-sxm-8");
+  f64_less.device_types[0].peak_flops_per_s[static_cast<int>(DType::f32)] = 0;
+  EXPECT_NE(error_of([&] { (void)simulate(small, f64_less); }).find("f32"), std::string::npos);
+}
+
+TEST(Simulator, ToJsonHasTheFieldsTheCliPromises) {
+  Graph g = build_workload("chain");
+  TaskGraph tg = lower(g, split_largest(g, 4));
+  Machine m = machine_preset("h100-sxm-8");
+  nlohmann::json j = to_json(simulate(tg, m), m);
+  for (const char* key : {"makespan_s", "events", "sim_wall_s", "bytes_moved", "peak_memory_bytes", "devices"})
+    EXPECT_TRUE(j.contains(key)) << key;
+  ASSERT_EQ(j["devices"].size(), 4u);
+  for (const char* key : {"compute_busy_s", "comm_busy_s", "idle_s"}) EXPECT_TRUE(j["devices"][0].contains(key)) << key;
+}
+
+}  // namespace
+}  // namespace tessel::sim
