@@ -143,6 +143,18 @@ std::int64_t Einsum::bytes() const {
   return n * dtype_bytes(dtype);
 }
 
+bool Einsum::is_contraction() const {
+  if (inputs.size() != 2 || !join.is_product_of_two_holes() || !aggregates() || agg != Agg::sum) return false;
+  for (const auto& idx : inputs)
+    for (std::size_t a = 0; a < idx.size(); ++a)
+      for (std::size_t b = a + 1; b < idx.size(); ++b)
+        if (idx[a] == idx[b]) return false;  // a diagonal
+  auto reads = [](const std::vector<int>& v, int j) { return std::find(v.begin(), v.end(), j) != v.end(); };
+  for (int j = out_rank; j < rank(); ++j)
+    if (!reads(inputs[0], j) || !reads(inputs[1], j)) return false;  // summed within one operand only
+  return true;
+}
+
 Einsum Einsum::with_join_shape(const Shape& block) const {
   Einsum e = *this;
   e.join_shape = block;

@@ -59,6 +59,10 @@ struct Einsum {
   [[nodiscard]] double flops() const { return flops_per_join_element() * static_cast<double>(join_elements()); }
   // Bytes read (every input once) plus bytes written (the output).
   [[nodiscard]] std::int64_t bytes() const;
+  // A plain contraction: two operands, join x0*x1, sum over indices that both operands
+  // read, no diagonals. Such blocks run as (batched) GEMMs; everything else is
+  // elementwise or reduction work.
+  [[nodiscard]] bool is_contraction() const;
   // The same operation on a block of the join space.
   [[nodiscard]] Einsum with_join_shape(const Shape& block) const;
   // Letters form, output indices a, b, c, ... in join order: "ac,cb->ab".

@@ -135,6 +135,8 @@ void Machine::validate(std::string_view what_sv) const {
     if (!finite_non_negative(t.launch_latency_s))
       fail(w, ".launch_latency_s: must be a finite number >= 0, got ", t.launch_latency_s);
     if (t.sm_count < 0) fail(w, ".sm_count: must be >= 0, got ", t.sm_count);
+    if (!finite_non_negative(t.generic_flops_per_s))
+      fail(w, ".generic_flops_per_s: must be a finite number >= 0, got ", t.generic_flops_per_s);
     for (std::size_t p = 0; p < t.efficiency.size(); ++p) {
       const EfficiencyPoint& e = t.efficiency[p];
       std::string we = w + ".efficiency[" + std::to_string(p) + "]";
@@ -602,7 +604,9 @@ json to_json(const Machine& m) {
                      {"memory_capacity_bytes", t.memory_capacity_bytes},
                      {"launch_latency_s", t.launch_latency_s},
                      {"sm_count", t.sm_count},
-                     {"efficiency", eff}});
+                     {"efficiency", eff},
+                     {"generic_flops_per_s", t.generic_flops_per_s},
+                     {"single_lane", t.single_lane}});
   }
   json hosts = json::array();
   for (const Host& h : m.hosts)
@@ -663,6 +667,11 @@ Machine machine_from_json(const json& j, std::string_view what_sv) {
     t.memory_capacity_bytes = static_cast<std::int64_t>(cap);
     t.launch_latency_s = number_field_or(tj, "launch_latency_s", w, 0.0);
     if (tj.contains("sm_count")) t.sm_count = static_cast<int>(integer(tj.at("sm_count"), w + ".sm_count"));
+    t.generic_flops_per_s = number_field_or(tj, "generic_flops_per_s", w, 0.0);
+    if (tj.contains("single_lane")) {
+      if (!tj.at("single_lane").is_boolean()) fail(w, ".single_lane: expected true or false, got ", tj.at("single_lane").dump());
+      t.single_lane = tj.at("single_lane").get<bool>();
+    }
     const json& eff = array_field_or_empty(tj, "efficiency", w);
     for (std::size_t p = 0; p < eff.size(); ++p) {
       std::string we = w + ".efficiency[" + std::to_string(p) + "]";

@@ -86,6 +86,14 @@ struct DeviceType {
   double launch_latency_s = 0;
   int sm_count = 0;
   std::vector<EfficiencyPoint> efficiency;  // sorted by flops; empty = 1 everywhere
+  // Rate of compute tasks that are not contractions (elementwise, reductions), flop/s;
+  // 0 = the same roofline as contractions. CPUs need it: their GEMMs run tens of times
+  // faster per flop than transcendental elementwise work.
+  double generic_flops_per_s = 0;
+  // One worker does everything: compute, touches and outgoing moves of a device share a
+  // single lane (the CPU executor's one thread per device). False: separate compute,
+  // copy and comm lanes (GPU streams and copy engines).
+  bool single_lane = false;
 
   [[nodiscard]] double peak(DType t) const { return peak_flops_per_s[static_cast<int>(t)]; }
   [[nodiscard]] double efficiency_at(double flops) const;

@@ -280,6 +280,7 @@ class Lowering {
       t.node = id;
       t.block = b;
       t.src = j;
+      t.contraction = e.is_contraction();
       std::int64_t in_elems = 0;
       for (std::size_t i = 0; i < e.inputs.size(); ++i) {
         const auto& idx = e.inputs[i];

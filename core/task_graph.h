@@ -56,6 +56,7 @@ struct Task {
   Rect dst;         // touch only
   TouchOp op = TouchOp::copy;
   Agg agg = Agg::none;  // touch accumulate: how to combine
+  bool contraction = false;  // compute: the block is a GEMM-like contraction (Einsum::is_contraction)
   double flops = 0;
   std::int64_t bytes = 0;  // compute: bytes read + written; touch/move: bytes of the region; input/output: block bytes
   std::vector<TaskId> deps;

@@ -254,18 +254,7 @@ void generic_path(const Einsum& e, const std::vector<const T*>& ops, T* out, Scr
 }  // namespace
 
 KernelPath kernel_path(const Einsum& e) {
-  // Products without a contracted index (outer products, broadcasts) are elementwise
-  // work: the generic path's chunked loops do them better than tiny GEMMs.
-  if (e.inputs.size() != 2 || !e.join.is_product_of_two_holes() || !e.aggregates() || e.agg != Agg::sum)
-    return KernelPath::generic;
-  for (const auto& idx : e.inputs)
-    for (std::size_t a = 0; a < idx.size(); ++a)
-      for (std::size_t b = a + 1; b < idx.size(); ++b)
-        if (idx[a] == idx[b]) return KernelPath::generic;  // diagonals
-  auto has = [](const std::vector<int>& v, int j) { return std::find(v.begin(), v.end(), j) != v.end(); };
-  for (int j = e.out_rank; j < e.rank(); ++j)
-    if (!(has(e.inputs[0], j) && has(e.inputs[1], j))) return KernelPath::generic;  // one-sided reduction
-  return KernelPath::gemm;
+  return e.is_contraction() ? KernelPath::gemm : KernelPath::generic;
 }
 
 template <class T>

@@ -21,7 +21,8 @@ double compute_seconds(const Task& t, const TaskGraph& tg, const DeviceType& dt)
     if (!(peak > 0))
       fail("device type '", dt.name, "' has no peak_flops_per_s for ", to_string(dtype), " (needed by ",
            to_string(t.kind), " tasks)");
-    flop_s = t.flops / (peak * dt.efficiency_at(t.flops));
+    const bool generic_rate = t.kind == TaskKind::compute && !t.contraction && dt.generic_flops_per_s > 0;
+    flop_s = generic_rate ? t.flops / dt.generic_flops_per_s : t.flops / (peak * dt.efficiency_at(t.flops));
   }
   double mem_s = memory_traffic_bytes(t) / dt.memory_bytes_per_s;
   return std::max(flop_s, mem_s) + dt.launch_latency_s;

@@ -74,6 +74,7 @@ class Run {
     devices_ = tg_.num_devices;
     const auto n = static_cast<std::size_t>(n_);
     lane_.resize(n);
+    slot_lane_.resize(n);
     hot_.assign(n, Hot{});
     link_bytes_.assign(m_.links.size(), 0);
     // Route per (source, destination) pair: a flat table for up to 2,048 devices, a hash
@@ -131,6 +132,7 @@ class Run {
         case TaskKind::touch: lane_[i] = kCopy; break;
         case TaskKind::move: lane_[i] = kComm; break;
       }
+      slot_lane_[i] = lane_[i] != kNoLane && m_.type_of(t.device).single_lane ? kCompute : lane_[i];
       if (t.kind == TaskKind::move) {
         const std::int64_t key = static_cast<std::int64_t>(t.device.value) * devices_ + t.dst_device.value;
         std::int32_t* slot = nullptr;
@@ -312,7 +314,7 @@ class Run {
 
   std::size_t lane_slot(std::int32_t i) const {
     const auto ui = static_cast<std::size_t>(i);
-    return static_cast<std::size_t>(hot_[ui].dev) * kLanes + static_cast<std::size_t>(lane_[ui]);
+    return static_cast<std::size_t>(hot_[ui].dev) * kLanes + static_cast<std::size_t>(slot_lane_[ui]);
   }
 
   void dispatch(SimTime t) {
@@ -616,7 +618,8 @@ class Run {
   };
   static_assert(sizeof(Hot) == 64);
   std::vector<Hot> hot_;
-  std::vector<std::int8_t> lane_;
+  std::vector<std::int8_t> lane_;       // the lane a task's time is accounted to
+  std::vector<std::int8_t> slot_lane_;  // the lane it queues for: kCompute on single-lane devices
   std::vector<std::int32_t> read_offset_, read_buf_;
   std::vector<std::int64_t> bytes_;
   std::vector<std::int32_t> succ_offset_, succ_;

@@ -1,0 +1,54 @@
+#pragma once
+// Calibration of the CPU backend: micro-benchmarks run with all N workers busy at once
+// (pinned as the executor pins them), turned into a Machine that the simulator can
+// model the executor with.
+//
+//   gemm        float GEMMs of growing size → peak flop/s per worker and an efficiency
+//               table by task flops (the compute model's efficiency curve)
+//   generic     elementwise/reduction blocks through the executor's generic kernels →
+//               flop/s of non-contraction tasks
+//   memory      strided copies inside one worker's memory (touches) → bytes/s
+//   copies      copies between device memories, one alone and all workers at once →
+//               the bandwidth of a memory bus that concurrent copies share
+//   overhead    empty tasks through the executor → seconds per task
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/machine.h"
+
+namespace tessel::runtime {
+
+struct CalibrationOptions {
+  int devices = 2;
+  double seconds_per_point = 0.05;  // minimum measuring time of each point
+};
+
+struct Calibration {
+  int devices = 0;
+  struct GemmPoint {
+    int size = 0;  // square: size x size x size
+    double flops = 0;
+    double flops_per_s = 0;  // per worker, all workers running
+  };
+  std::vector<GemmPoint> gemm;
+  double peak_flops_per_s = 0;          // best GEMM rate per worker
+  double generic_flops_per_s = 0;       // per worker
+  double memory_bytes_per_s = 0;        // per worker, bytes read + written
+  double copy_bytes_per_s_alone = 0;    // one copy between device memories, nothing else running
+  double copy_bytes_per_s_shared = 0;   // per copy, when every worker copies at once
+  double task_overhead_s = 0;           // executor bookkeeping per task
+};
+
+[[nodiscard]] Calibration calibrate_cpu(const CalibrationOptions& options);
+
+// A Machine of `c.devices` CPU workers: peaks and efficiency from the GEMMs, the generic
+// kernels' rate, memory bandwidth, one link per worker into and out of its memory and a
+// memory bus shared by all copies, per-task overhead as launch latency, and a single
+// lane per device (a copy runs on the worker and occupies it).
+[[nodiscard]] Machine machine_from_calibration(const Calibration& c);
+[[nodiscard]] nlohmann::json to_json(const Calibration& c);
+
+}  // namespace tessel::runtime
