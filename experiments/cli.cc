@@ -1,6 +1,7 @@
 #include "experiments/cli.h"
 
 #include <charconv>
+#include <cstdio>
 #include <iostream>
 
 #include "core/error.h"
@@ -88,5 +89,50 @@ Decomposition decomposition_from_parts_spec(const Graph& g, int devices, const s
 }
 
 void print_json(const nlohmann::json& j) { std::cout << j.dump(2) << '\n'; }
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int u = 0;
+  while (b >= 1024 && u < 5) {
+    b /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u ? "%.2f %s" : "%.0f %s", b, units[u]);
+  return buf;
+}
+
+std::string human_count(double v, const char* unit) {
+  const char* prefixes[] = {"", "k", "M", "G", "T", "P"};
+  int p = 0;
+  while (v >= 1000 && p < 5) {
+    v /= 1000;
+    ++p;
+  }
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.3g %s%s", v, prefixes[p], unit);
+  return buf;
+}
+
+std::string human_seconds(double s) {
+  char buf[32];
+  if (s >= 1) {
+    std::snprintf(buf, sizeof buf, "%.4g s", s);
+  } else if (s >= 1e-3) {
+    std::snprintf(buf, sizeof buf, "%.4g ms", s * 1e3);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.4g us", s * 1e6);
+  }
+  return buf;
+}
+
+std::vector<std::string> strategy_names() { return {"split-largest"}; }
+
+Decomposition decompose(const Graph& g, const std::string& strategy, int devices) {
+  if (strategy == "split-largest") return split_largest(g, devices);
+  std::string names;
+  for (const auto& n : strategy_names()) names += (names.empty() ? "" : ", ") + n;
+  fail("unknown strategy '", strategy, "' (known: ", names, ")");
+}
 
 }  // namespace tessel::cli

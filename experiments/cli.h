@@ -37,6 +37,16 @@ struct DecompositionOptions {
 // "XY=2x2x1,XYZ=4x1x1" gives node XY parts 2x2x1 ...; both may be combined.
 [[nodiscard]] Decomposition decomposition_from_parts_spec(const Graph& g, int devices, const std::string& spec);
 
+// Human-readable figures for text output: "1.50 MiB", "12.3 Gflop/s", "4.2 ms".
+[[nodiscard]] std::string human_bytes(double bytes);
+[[nodiscard]] std::string human_count(double value, const char* unit);
+[[nodiscard]] std::string human_seconds(double seconds);
+
+// The decomposition a named strategy gives `g` on `devices` devices. Until the planner
+// lands, "split-largest" (core's split_largest) is the only strategy.
+[[nodiscard]] Decomposition decompose(const Graph& g, const std::string& strategy, int devices);
+[[nodiscard]] std::vector<std::string> strategy_names();
+
 // Prints JSON (pretty) to stdout.
 void print_json(const nlohmann::json& j);
 
@@ -44,5 +54,6 @@ void print_json(const nlohmann::json& j);
 void add_core_commands(CLI::App& app);  // workloads, lower, einsum, run   (commands_core.cc)
 void add_plan_commands(CLI::App& app);  // plan                            (commands_plan.cc)
 void add_sim_commands(CLI::App& app);   // simulate                        (commands_sim.cc)
+void add_compare_commands(CLI::App& app);  // calibrate, compare            (commands_compare.cc)
 
 }  // namespace tessel::cli

@@ -22,30 +22,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-std::string human_bytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024 && u < 4) {
-    b /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u ? "%.2f %s" : "%.0f %s", b, units[u]);
-  return buf;
-}
-
-std::string human_count(double v, const char* unit) {
-  const char* prefixes[] = {"", "k", "M", "G", "T", "P"};
-  int p = 0;
-  while (v >= 1000 && p < 5) {
-    v /= 1000;
-    ++p;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g %s%s", v, prefixes[p], unit);
-  return buf;
-}
-
 void print_summary(const TaskGraph& tg) {
   auto s = tg.summary();
   std::printf("  tasks        %lld  (", static_cast<long long>(s.tasks));

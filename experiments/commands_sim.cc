@@ -21,26 +21,6 @@ namespace {
 
 using nlohmann::json;
 
-std::string human_bytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  int u = 0;
-  while (b >= 1024 && u < 5) {
-    b /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u ? "%.2f %s" : "%.0f %s", b, units[u]);
-  return buf;
-}
-
-std::string human_seconds(double s) {
-  char buf[32];
-  if (s >= 1) std::snprintf(buf, sizeof buf, "%.4g s", s);
-  else if (s >= 1e-3) std::snprintf(buf, sizeof buf, "%.4g ms", s * 1e3);
-  else std::snprintf(buf, sizeof buf, "%.4g us", s * 1e6);
-  return buf;
-}
-
 // "1GiB", "256MiB", "64MB", "1e9", "4096"; K/M/G/T alone are binary as in nccl-tests.
 std::int64_t parse_bytes(const std::string& text) {
   std::size_t end = 0;

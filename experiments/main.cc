@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   tessel::cli::add_core_commands(app);
   tessel::cli::add_plan_commands(app);
   tessel::cli::add_sim_commands(app);
+  tessel::cli::add_compare_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

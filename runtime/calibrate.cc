@@ -44,7 +44,8 @@ double per_call_seconds(int workers, double min_seconds, const std::function<voi
     threads.emplace_back([&, w] {
       pin(w);
       setup(w);
-      body(w);  // warm-up
+      sync.arrive_and_wait();  // bodies may touch other workers' memory
+      body(w);                 // warm-up
       sync.arrive_and_wait();
       auto t0 = Clock::now();
       long calls = 0;
@@ -120,7 +121,7 @@ Calibration calibrate_cpu(const CalibrationOptions& o) {
 
   // Strided copies inside one worker's memory, as touches do them.
   {
-    const std::int64_t rows = 1024, cols = 1024;
+    const std::int64_t rows = 2048, cols = 2048;  // 16 MiB: larger than the caches, as most blocks are
     Shape shape{rows, cols};
     Rect half{2, {0, 0}, {rows, cols / 2}};
     Rect dst{2, {0, cols / 2}, {rows, cols / 2}};

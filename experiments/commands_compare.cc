@@ -1,0 +1,309 @@
+// tessel calibrate | compare: measure the CPU backend, and lay simulated and measured
+// timelines of the same task graphs side by side.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include "core/error.h"
+#include "core/io.h"
+#include "core/machine.h"
+#include "core/task_graph.h"
+#include "experiments/cli.h"
+#include "runtime/calibrate.h"
+#include "runtime/cpu_executor.h"
+#include "sim/simulator.h"
+
+namespace tessel::cli {
+namespace {
+
+using nlohmann::json;
+
+std::vector<std::string> split_list(const std::string& text, const char* what) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  if (out.empty()) fail(what, ": empty list");
+  return out;
+}
+
+// Kendall's tau-a between two rankings of the same items (ties count as neither).
+double kendall_tau(const std::vector<double>& a, const std::vector<double>& b) {
+  const std::size_t n = a.size();
+  if (n < 2) return 1.0;
+  double concordant = 0, discordant = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = i + 1; j < n; ++j) {
+      double s = (a[i] - a[j]) * (b[i] - b[j]);
+      if (s > 0) ++concordant;
+      if (s < 0) ++discordant;
+    }
+  return (concordant - discordant) / (static_cast<double>(n) * static_cast<double>(n - 1) / 2);
+}
+
+double span_of(const Timeline& tl) {
+  if (tl.spans.empty()) return 0;
+  double lo = tl.spans.front().start_s, hi = 0;
+  for (const Span& s : tl.spans) {
+    lo = std::min(lo, s.start_s);
+    hi = std::max(hi, s.end_s);
+  }
+  return hi - lo;
+}
+
+runtime::Calibration run_calibration(int devices, double seconds_per_point) {
+  std::fprintf(stderr, "calibrating the CPU backend with %d workers...\n", devices);
+  runtime::Calibration c = runtime::calibrate_cpu({devices, seconds_per_point});
+  std::fprintf(stderr, "  GEMM peak %s per worker, generic %s, memory %s/s, copies %s/s alone, %s/s each when all copy, "
+               "%s per task\n",
+               human_count(c.peak_flops_per_s, "flop/s").c_str(), human_count(c.generic_flops_per_s, "flop/s").c_str(),
+               human_bytes(c.memory_bytes_per_s).c_str(), human_bytes(c.copy_bytes_per_s_alone).c_str(),
+               human_bytes(c.copy_bytes_per_s_shared).c_str(), human_seconds(c.task_overhead_s).c_str());
+  return c;
+}
+
+void warn_oversubscribed(int devices) {
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  if (static_cast<unsigned>(devices) > cores)
+    std::fprintf(stderr, "tessel: warning: %d devices on %u cores: timings will be oversubscribed\n", devices, cores);
+}
+
+void add_calibrate(CLI::App& app) {
+  struct Opts {
+    std::string backend = "cpu";
+    int devices = 0;
+    std::string out;
+    double seconds = 0.05;
+    bool json_out = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("calibrate", "measure a backend and write a machine JSON the simulator accepts");
+  cmd->add_option("--backend", o->backend, "cpu")->capture_default_str();
+  cmd->add_option("-d,--devices", o->devices, "workers (default: every core)");
+  cmd->add_option("-o,--output", o->out, "machine JSON to write")->required();
+  cmd->add_option("--seconds", o->seconds, "measuring time per point")->capture_default_str();
+  cmd->add_flag("--json", o->json_out, "print the measurements as JSON");
+  cmd->footer("Example:\n  tessel calibrate -d 2 -o cpu2.json && tessel simulate -w chain -d 2 -m cpu2.json");
+  cmd->callback([o] {
+    if (o->backend != "cpu") fail("calibrate: unknown backend '", o->backend, "' (this build calibrates: cpu)");
+    int devices = o->devices > 0 ? o->devices : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    warn_oversubscribed(devices);
+    runtime::Calibration c = run_calibration(devices, o->seconds);
+    Machine m = runtime::machine_from_calibration(c);
+    write_file_atomic(o->out, to_json(m).dump(2) + "\n");
+    if (o->json_out) {
+      json j = runtime::to_json(c);
+      j["machine"] = o->out;
+      print_json(j);
+    } else {
+      std::printf("wrote %s (%d devices)\n", o->out.c_str(), devices);
+    }
+  });
+}
+
+struct TaskKindError {
+  std::int64_t count = 0;
+  double simulated_s = 0;
+  double measured_s = 0;
+  double abs_error_s = 0;
+};
+
+void add_compare(CLI::App& app) {
+  struct Opts {
+    GraphOptions graph;
+    int devices = 0;
+    std::string strategies = "split-largest";
+    std::string policies = "async,bsp";
+    std::string backend = "cpu";
+    std::string machine;
+    std::string network = "flow";
+    int repeat = 5;
+    std::uint64_t seed = 1;
+    std::string trace_dir;
+    bool json_out = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand(
+      "compare", "plan, simulate and run the same task graphs; lay simulated and measured times side by side");
+  o->graph.add(*cmd, "chain:size=512");
+  cmd->add_option("-d,--devices", o->devices, "devices (default: every core)");
+  cmd->add_option("-s,--strategy", o->strategies, "comma-separated strategies")->capture_default_str();
+  cmd->add_option("--policy", o->policies, "comma-separated policies: async, bsp")->capture_default_str();
+  cmd->add_option("--backend", o->backend, "cpu")->capture_default_str();
+  cmd->add_option("-m,--machine", o->machine, "machine JSON from `tessel calibrate` (default: calibrate now)");
+  cmd->add_option("--network", o->network, "simulator network model: alpha-beta or flow")->capture_default_str();
+  cmd->add_option("--repeat", o->repeat, "measured runs per row; the median is reported")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--seed", o->seed, "seed of the random inputs")->capture_default_str();
+  cmd->add_option("--trace-dir", o->trace_dir, "write every simulated and measured timeline (Chrome trace) here");
+  cmd->add_flag("--json", o->json_out, "machine-readable output");
+  cmd->footer(
+      "Examples:\n  tessel compare                      (the X·Y·Z chain on every core, async against bsp)\n"
+      "  tessel calibrate -d 2 -o cpu2.json && tessel compare -w ffn -d 2 -m cpu2.json --json");
+  cmd->callback([o] {
+    if (o->backend != "cpu") fail("compare: unknown backend '", o->backend, "' (this build runs: cpu)");
+    Graph g = o->graph.load();
+    int devices = o->devices > 0 ? o->devices : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    std::vector<std::string> strategies = split_list(o->strategies, "--strategy");
+    std::vector<runtime::Policy> policies;
+    for (const auto& p : split_list(o->policies, "--policy")) policies.push_back(runtime::parse_policy(p));
+    warn_oversubscribed(devices);
+    // Validate everything a user gave before the long work starts.
+    std::vector<Decomposition> decompositions;
+    for (const auto& s : strategies) decompositions.push_back(decompose(g, s, devices));
+    Machine machine;
+    bool calibrated_now = o->machine.empty();
+    if (!calibrated_now) {
+      machine = load_machine(o->machine);
+      if (machine.num_devices() != devices)
+        fail("machine '", o->machine, "' describes ", machine.num_devices(), " devices but ", devices,
+             " were asked for (calibrate again with -d ", devices, ")");
+    } else {
+      machine = runtime::machine_from_calibration(run_calibration(devices, 0.05));
+    }
+    if (!o->trace_dir.empty()) std::filesystem::create_directories(o->trace_dir);
+
+    runtime::TensorMap inputs = runtime::random_inputs(g, o->seed);
+    runtime::TensorMap want = runtime::evaluate_reference(g, inputs);
+    json rows = json::array();
+    std::vector<double> sims, meas;
+    std::map<std::string, TaskKindError> by_kind;
+    bool all_ok = true;
+    for (std::size_t si = 0; si < strategies.size(); ++si) {
+      TaskGraph tg = lower(g, decompositions[si]);
+      for (runtime::Policy policy : policies) {
+        sim::SimOptions so;
+        so.network = o->network;
+        so.policy = policy == runtime::Policy::async ? sim::Policy::async : sim::Policy::bsp;
+        sim::SimResult sr = sim::simulate(tg, machine, so);
+        runtime::CpuExecutor exec({policy, true});
+        std::vector<std::pair<double, runtime::RunResult>> runs;
+        for (int r = 0; r < o->repeat; ++r) {
+          runtime::RunResult res = exec.run(g, tg, inputs);
+          runs.emplace_back(span_of(res.timeline), std::move(res));
+        }
+        std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+        const auto& [measured_s, median] = runs[runs.size() / 2];
+        double worst = 0;
+        for (NodeId id : g.outputs()) {
+          const std::string& name = g.node(id).name;
+          worst = std::max(worst, compare(median.outputs.at(name), want.at(name)).normwise_rel);
+        }
+        bool ok = worst <= (g.node(g.outputs().at(0)).dtype == DType::f64 ? 1e-9 : 1e-4);
+        all_ok = all_ok && ok;
+        // Per-task durations, matched by task id.
+        double t0 = median.timeline.spans.empty() ? 0 : median.timeline.spans.front().start_s;
+        for (const Span& s : median.timeline.spans) t0 = std::min(t0, s.start_s);
+        for (std::size_t i = 0; i < tg.tasks.size(); ++i) {
+          const Task& t = tg.tasks[i];
+          if (t.kind == TaskKind::input || t.kind == TaskKind::output) continue;
+          double ds = sr.timeline.spans[i].end_s - sr.timeline.spans[i].start_s;
+          double dm = median.timeline.spans[i].end_s - median.timeline.spans[i].start_s;
+          TaskKindError& e = by_kind[std::string(to_string(t.kind))];
+          ++e.count;
+          e.simulated_s += ds;
+          e.measured_s += dm;
+          e.abs_error_s += std::fabs(ds - dm);
+        }
+        std::string policy_name(runtime::to_string(policy));
+        if (!o->trace_dir.empty()) {
+          std::string stem = o->trace_dir + "/" + strategies[si] + "-" + policy_name;
+          std::ostringstream a, b;
+          write_chrome_trace(a, sr.timeline, &tg, &g);
+          Timeline shifted = median.timeline;
+          for (Span& s : shifted.spans) {
+            s.start_s -= t0;
+            s.end_s -= t0;
+          }
+          write_chrome_trace(b, shifted, &tg, &g);
+          write_file_atomic(stem + "-simulated.json", a.str());
+          write_file_atomic(stem + "-measured.json", b.str());
+        }
+        double err = (sr.makespan_s - measured_s) / measured_s * 100;
+        sims.push_back(sr.makespan_s);
+        meas.push_back(measured_s);
+        rows.push_back({{"strategy", strategies[si]},
+                        {"policy", policy_name},
+                        {"tasks", tg.size()},
+                        {"simulated_s", sr.makespan_s},
+                        {"measured_s", measured_s},
+                        {"error_pct", err},
+                        {"correct", ok},
+                        {"max_normwise_error", worst}});
+      }
+    }
+    double mape = 0;
+    for (const auto& r : rows) mape += std::fabs(r["error_pct"].get<double>());
+    mape /= static_cast<double>(rows.size());
+    double tau = kendall_tau(sims, meas);
+    // The ranking of strategies under each policy.
+    json ranking = json::object();
+    for (runtime::Policy policy : policies) {
+      std::vector<double> s, m;
+      for (const auto& r : rows)
+        if (r["policy"] == std::string(runtime::to_string(policy))) {
+          s.push_back(r["simulated_s"]);
+          m.push_back(r["measured_s"]);
+        }
+      ranking[std::string(runtime::to_string(policy))] = kendall_tau(s, m);
+    }
+    json kinds = json::object();
+    for (const auto& [k, e] : by_kind)
+      kinds[k] = {{"tasks", e.count},
+                  {"simulated_s", e.simulated_s},
+                  {"measured_s", e.measured_s},
+                  {"total_error_pct", e.measured_s > 0 ? (e.simulated_s - e.measured_s) / e.measured_s * 100 : 0.0},
+                  {"mean_abs_error_s", e.count ? e.abs_error_s / static_cast<double>(e.count) : 0.0}};
+    if (o->json_out) {
+      print_json({{"graph", o->graph.describe()},
+                  {"devices", devices},
+                  {"backend", o->backend},
+                  {"machine", calibrated_now ? std::string("calibrated now") : o->machine},
+                  {"network", o->network},
+                  {"repeat", o->repeat},
+                  {"rows", rows},
+                  {"mape_pct", mape},
+                  {"kendall_tau", tau},
+                  {"kendall_tau_by_policy", ranking},
+                  {"task_kinds", kinds},
+                  {"correct", all_ok}});
+    } else {
+      std::printf("%s on %d devices, backend %s, machine %s, network %s, median of %d runs\n\n",
+                  o->graph.describe().c_str(), devices, o->backend.c_str(),
+                  calibrated_now ? "calibrated now" : o->machine.c_str(), o->network.c_str(), o->repeat);
+      std::printf("  %-16s %-6s %7s %12s %12s %8s  %s\n", "strategy", "policy", "tasks", "simulated", "measured",
+                  "error", "check");
+      for (const auto& r : rows)
+        std::printf("  %-16s %-6s %7lld %12s %12s %+7.1f%%  %s\n", r["strategy"].get<std::string>().c_str(),
+                    r["policy"].get<std::string>().c_str(), static_cast<long long>(r["tasks"].get<std::int64_t>()),
+                    human_seconds(r["simulated_s"]).c_str(), human_seconds(r["measured_s"]).c_str(),
+                    r["error_pct"].get<double>(), r["correct"].get<bool>() ? "ok" : "WRONG RESULT");
+      std::printf("\n  MAPE %.1f%%   Kendall tau (all rows) %.2f", mape, tau);
+      for (const auto& [p, t] : ranking.items()) std::printf("   %s %.2f", p.c_str(), t.get<double>());
+      std::printf("\n\n  per task kind      tasks   simulated    measured   total error   mean |error| per task\n");
+      for (const auto& [k, e] : by_kind)
+        std::printf("  %-16s %7lld %11s %11s %+12.1f%%   %s\n", k.c_str(), static_cast<long long>(e.count),
+                    human_seconds(e.simulated_s).c_str(), human_seconds(e.measured_s).c_str(),
+                    e.measured_s > 0 ? (e.simulated_s - e.measured_s) / e.measured_s * 100 : 0.0,
+                    human_seconds(e.count ? e.abs_error_s / static_cast<double>(e.count) : 0.0).c_str());
+      if (!o->trace_dir.empty()) std::printf("\n  timelines in %s/\n", o->trace_dir.c_str());
+    }
+    if (!all_ok) fail("compare: a run's result differs from the reference evaluator (see the check column)");
+  });
+}
+
+}  // namespace
+
+void add_compare_commands(CLI::App& app) {
+  add_calibrate(app);
+  add_compare(app);
+}
+
+}  // namespace tessel::cli
