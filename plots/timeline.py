@@ -37,27 +37,13 @@ def kind_of(event):
     return event.get("name", "").split(" ")[0]
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("out")
-    ap.add_argument("traces", nargs="+")
-    ap.add_argument("--title", default="")
-    args = ap.parse_args()
-
-    panels = []
-    for spec in args.traces:
-        path, _, label = spec.partition(":")
-        events, source = load(path)
-        panels.append((label or source or os.path.basename(path), events))
+def draw(panels, out, title=""):
+    """panels: [(label, events)]; writes a PNG to `out` (atomically)."""
     end_us = max((e["ts"] + e["dur"] for _, ev in panels for e in ev), default=1.0)
-
-    rows_per_panel = []
-    for _, events in panels:
-        rows = sorted({(e["pid"], e["tid"]) for e in events})
-        rows_per_panel.append(rows)
+    rows_per_panel = [sorted({(e["pid"], e["tid"]) for e in events}) for _, events in panels]
     heights = [max(1, len(r)) for r in rows_per_panel]
     fig, axes = plt.subplots(len(panels), 1, sharex=True, squeeze=False,
-                             figsize=(11, 1.2 + 0.32 * sum(heights)),
+                             figsize=(11, 1.2 + 0.32 * sum(heights) + 0.4 * len(panels)),
                              gridspec_kw={"height_ratios": heights})
     for ax, (label, events), rows in zip(axes[:, 0], panels, rows_per_panel):
         index = {r: i for i, r in enumerate(rows)}
@@ -75,13 +61,28 @@ def main():
     axes[-1, 0].set_xlim(0, end_us / 1e3 * 1.02)
     fig.legend(handles=[Patch(color=c, label=k) for k, c in KIND_COLOURS.items() if k != "output"],
                loc="upper right", ncol=4, fontsize=8)
-    if args.title:
-        fig.suptitle(args.title, fontsize=10, x=0.01, ha="left")
+    if title:
+        fig.suptitle(title, fontsize=10, x=0.01, ha="left")
     fig.tight_layout(rect=(0, 0, 1, 0.95))
-    tmp = args.out + ".tmp.png"
+    tmp = out + ".tmp.png"
     fig.savefig(tmp, dpi=120)
-    os.replace(tmp, args.out)  # no partial picture on failure
-    print(f"wrote {args.out}")
+    plt.close(fig)
+    os.replace(tmp, out)  # no partial picture on failure
+    print(f"wrote {out}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("out")
+    ap.add_argument("traces", nargs="+")
+    ap.add_argument("--title", default="")
+    args = ap.parse_args()
+    panels = []
+    for spec in args.traces:
+        path, _, label = spec.partition(":")
+        events, source = load(path)
+        panels.append((label or source or os.path.basename(path), events))
+    draw(panels, args.out, args.title)
 
 
 if __name__ == "__main__":
