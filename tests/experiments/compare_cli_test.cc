@@ -1,0 +1,88 @@
+// `tessel calibrate` and `tessel compare` end to end.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "core/io.h"
+#include "core/machine.h"
+#include "tests/support/cli.h"
+
+namespace tessel {
+namespace {
+
+using testing::run_tessel;
+using testing::temp_path;
+
+TEST(CalibrateCli, WritesASingleLaneMachineForTheRequestedWorkers) {
+  auto out = temp_path("tessel_calibrate.json");
+  auto r = run_tessel("calibrate -d 2 --seconds 0.005 -o " + out.string() + " --json");
+  ASSERT_EQ(r.status, 0) << r.output();
+  Machine m = machine_from_json(read_json_file(out.string()), out.string());
+  EXPECT_EQ(m.num_devices(), 2);
+  EXPECT_TRUE(m.device_types.at(0).single_lane);
+  EXPECT_GT(m.device_types[0].generic_flops_per_s, 0);
+  EXPECT_FALSE(m.device_types[0].efficiency.empty());
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_GT(j["peak_flops_per_s"].get<double>(), 0);
+  EXPECT_GT(j["copy_bytes_per_s_alone"].get<double>(), 0);
+  std::filesystem::remove(out);
+}
+
+TEST(CompareCli, JsonHasRowsPerStrategyAndPolicyWithErrorsAndRanking) {
+  auto machine = temp_path("tessel_compare_machine.json");
+  ASSERT_EQ(run_tessel("calibrate -d 2 --seconds 0.005 -o " + machine.string()).status, 0);
+  auto dir = temp_path("tessel_compare_traces");
+  std::filesystem::remove_all(dir);
+  auto r = run_tessel("compare -w chain:size=64 -d 2 --repeat 1 -m " + machine.string() + " --trace-dir " +
+                      dir.string() + " --json");
+  ASSERT_EQ(r.status, 0) << r.output();
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["rows"].size(), 2u);  // one strategy x async, bsp
+  for (const auto& row : j["rows"]) {
+    for (const char* key : {"strategy", "policy", "simulated_s", "measured_s", "error_pct"})
+      EXPECT_TRUE(row.contains(key)) << key;
+    EXPECT_GT(row["simulated_s"].get<double>(), 0);
+    EXPECT_GT(row["measured_s"].get<double>(), 0);
+    double expected = (row["simulated_s"].get<double>() - row["measured_s"].get<double>()) /
+                      row["measured_s"].get<double>() * 100;
+    EXPECT_NEAR(row["error_pct"].get<double>(), expected, 1e-9);
+    EXPECT_TRUE(row["correct"].get<bool>());
+  }
+  EXPECT_TRUE(std::isfinite(j["mape_pct"].get<double>()));
+  EXPECT_TRUE(j.contains("kendall_tau"));
+  EXPECT_TRUE(j["task_kinds"].contains("compute"));
+  for (const char* f : {"split-largest-async-measured.json", "split-largest-async-simulated.json",
+                        "split-largest-bsp-measured.json", "split-largest-bsp-simulated.json"})
+    EXPECT_TRUE(std::filesystem::exists(dir / f)) << f;
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove(machine);
+}
+
+TEST(CompareCli, AMachineForAnotherDeviceCountIsRejectedByName) {
+  auto machine = temp_path("tessel_compare_machine3.json");
+  ASSERT_EQ(run_tessel("calibrate -d 3 --seconds 0.005 -o " + machine.string()).status, 0);
+  auto r = run_tessel("compare -w chain:size=32 -d 2 --repeat 1 -m " + machine.string());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("describes 3 devices but 2"), std::string::npos) << r.err;
+  std::filesystem::remove(machine);
+}
+
+TEST(CompareCli, UnknownStrategyOrPolicyIsAnErrorListingTheKnownOnes) {
+  auto r = run_tessel("compare -w chain:size=32 -d 2 -s no-such-strategy");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("unknown strategy 'no-such-strategy'"), std::string::npos) << r.err;
+  r = run_tessel("compare -w chain:size=32 -d 2 --policy sometimes");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("unknown policy 'sometimes'"), std::string::npos) << r.err;
+}
+
+TEST(CalibrateCli, AnUnwritableOutputIsAnErrorAndLeavesNoFile) {
+  auto r = run_tessel("calibrate -d 1 --seconds 0.001 -o /nonexistent-dir/m.json");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("/nonexistent-dir/m.json"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace tessel
