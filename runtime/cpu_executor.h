@@ -3,8 +3,10 @@
 // a core where possible), each device with its own memory. Contractions run as Eigen
 // GEMMs, other block einsums through vectorised generic loops; touches are strided
 // copies or accumulations, moves real copies between device memories (run by the
-// source device's worker).
+// receiving device's worker when it is free).
 //
+// Ready tasks run longest-path-to-the-end first (estimated with rough CPU costs), as
+// the simulator's async policy orders them.
 // Policies: `async` runs any ready task at once, no barriers (Einsummable); `bsp` adds
 // the barriers of core's bsp_phase(), the same the simulator's bsp policy uses.
 // Computes in float unless some node is f64. A task that throws stops the run and

@@ -116,7 +116,10 @@ class Run {
         fail("task graph: task ", i, " writes unknown buffer ", t.writes.value);
       if (!t.device.valid() || t.device.value >= devices_ || !t.dst_device.valid() || t.dst_device.value >= devices_)
         fail("task graph: task ", i, " runs on device ", t.device.value, " of ", devices_);
-      hot_[i].dev = t.device.value;
+      // The device whose lanes run the task. A move into a single-lane device (a CPU
+      // worker) is a copy the receiving worker makes itself when it is free: it runs there.
+      hot_[i].dev = t.kind == TaskKind::move && m_.type_of(t.dst_device).single_lane ? t.dst_device.value
+                                                                                     : t.device.value;
       bytes_[i] = t.bytes;
       hot_[i].writes = t.writes.valid() ? t.writes.value : -1;
       if (t.writes.valid()) ++writers_left_[t.writes.index()];
@@ -132,7 +135,7 @@ class Run {
         case TaskKind::touch: lane_[i] = kCopy; break;
         case TaskKind::move: lane_[i] = kComm; break;
       }
-      slot_lane_[i] = lane_[i] != kNoLane && m_.type_of(t.device).single_lane ? kCompute : lane_[i];
+      slot_lane_[i] = lane_[i] != kNoLane && m_.type_of(DeviceId(hot_[i].dev)).single_lane ? kCompute : lane_[i];
       if (t.kind == TaskKind::move) {
         const std::int64_t key = static_cast<std::int64_t>(t.device.value) * devices_ + t.dst_device.value;
         std::int32_t* slot = nullptr;
@@ -590,7 +593,8 @@ class Run {
     for (std::int32_t i = 0; i < n_; ++i) {
       const auto ui = static_cast<std::size_t>(i);
       const Task& t = tg_.tasks[ui];
-      r.timeline.spans.push_back(Span{TaskId(i), t.device, default_lane(t.kind), to_seconds(hot_[ui].start), to_seconds(hot_[ui].end)});
+      r.timeline.spans.push_back(Span{TaskId(i), DeviceId(hot_[ui].dev), default_lane(t.kind),
+                                      to_seconds(hot_[ui].start), to_seconds(hot_[ui].end)});
     }
     return r;
   }

@@ -7,7 +7,9 @@
 //                touches), comm (`comm_channels` moves at a time, charged to the
 //                sending device). Inputs and outputs take no time and no lane.
 //   single lane  on a device type with single_lane (a CPU worker), compute, touches and
-//                outgoing moves all queue for one lane: one task at a time.
+//                incoming moves all queue for one lane: one task at a time. A move into
+//                such a device runs on the receiver (the worker copies what it needs when
+//                it is free), and its span carries the receiver's id.
 //   touches      all touches of a device run one after another on its copy lane, so two
 //                touches into one buffer (always on that buffer's device) never overlap —
 //                the serialisation TaskGraph asks of executors, and what one copy stream

@@ -30,7 +30,8 @@ void expect_timeline_consistent(const TaskGraph& tg, const Timeline& tl, const s
   for (std::size_t i = 0; i < tl.spans.size(); ++i) {
     const Span& s = tl.spans[i];
     ASSERT_EQ(s.task.index(), i) << label;
-    EXPECT_EQ(s.device, tg.tasks[i].device) << label;
+    const Task& t = tg.tasks[i];
+    EXPECT_EQ(s.device, t.kind == TaskKind::move ? t.dst_device : t.device) << label;  // moves: the receiver copies
     EXPECT_LE(s.start_s, s.end_s) << label;
     for (TaskId d : tg.tasks[i].deps)
       EXPECT_LE(tl.spans[d.index()].end_s, s.start_s) << label << ": task " << i << " started before dep " << d;
