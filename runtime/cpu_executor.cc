@@ -35,7 +35,18 @@ struct ReadyQueue {
   std::mutex mutex;
   std::condition_variable cv;
   std::vector<std::int32_t> heap;
+  std::atomic<std::int32_t> size{0};  // heap.size(), readable without the lock
 };
+
+constexpr int kSpins = 20000;  // about 50-100 us of pause instructions
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
 
 // The worker that runs a task: a move is a copy the receiving worker makes.
 DeviceId worker_of(const Task& t) { return t.kind == TaskKind::move ? t.dst_device : t.device; }
@@ -140,6 +151,7 @@ class Run {
       std::lock_guard<std::mutex> lock(q.mutex);
       q.heap.push_back(task);
       std::push_heap(q.heap.begin(), q.heap.end(), [this](std::int32_t a, std::int32_t b) { return before(a, b); });
+      q.size.store(static_cast<std::int32_t>(q.heap.size()), std::memory_order_release);
     }
     q.cv.notify_one();
   }
@@ -206,12 +218,18 @@ class Run {
     for (;;) {
       std::int32_t task = -1;
       {
+        // A worker owns its core: spin a little before sleeping, so that a task made
+        // ready by another worker starts within a microsecond instead of after a
+        // futex wake-up (tens of microseconds on a loaded machine).
+        for (int spin = 0; spin < kSpins && q.size.load(std::memory_order_acquire) == 0 && !done_.load(); ++spin)
+          cpu_relax();
         std::unique_lock<std::mutex> lock(q.mutex);
         q.cv.wait(lock, [&] { return !q.heap.empty() || done_.load(); });
         if (q.heap.empty()) return;
         std::pop_heap(q.heap.begin(), q.heap.end(), [this](std::int32_t a, std::int32_t b) { return before(a, b); });
         task = q.heap.back();
         q.heap.pop_back();
+        q.size.store(static_cast<std::int32_t>(q.heap.size()), std::memory_order_release);
       }
       const Task& t = tg_.tasks[task];
       const auto start = Clock::now();
