@@ -1,6 +1,7 @@
 #include "core/task_graph.h"
 
 #include <algorithm>
+#include <bit>
 #include <cassert>
 #include <unordered_map>
 
@@ -72,6 +73,64 @@ struct RegionKeyHash {
   }
 };
 
+// Moves already emitted, by (source buffer, destination device, region): an
+// open-addressing table of 16-byte slots holding the key's hash and the move task, whose
+// own fields are the key (so a hit is verified without storing the 136-byte region).
+// Lowering at 1,024 devices makes hundreds of thousands of moves; the slots stay cache
+// friendly where a node-based map does not.
+class MoveCache {
+ public:
+  void reserve(std::size_t n) { rehash(std::bit_ceil(std::max<std::size_t>(16, n * 2))); }
+
+  // The move task for the key, or a slot holding -1 for the caller to fill in.
+  std::int32_t& find_or_add(BufferId src, DeviceId to, const Rect& region, const std::vector<Task>& tasks) {
+    if ((used_ + 1) * 2 > slots_.size()) rehash(std::max<std::size_t>(16, slots_.size() * 2));
+    const std::uint64_t h = hash(src, to, region);
+    for (std::size_t i = h & mask_;; i = (i + 1) & mask_) {
+      Slot& s = slots_[i];
+      if (s.task == kEmpty) {
+        s.hash = h;
+        ++used_;
+        return s.task;  // kEmpty == -1
+      }
+      if (s.hash == h) {
+        const Task& t = tasks[static_cast<std::size_t>(s.task)];
+        if (t.reads[0] == src && t.dst_device == to && t.src == region) return s.task;
+      }
+    }
+  }
+
+ private:
+  static constexpr std::int32_t kEmpty = -1;
+  struct Slot {
+    std::uint64_t hash = 0;
+    std::int32_t task = kEmpty;
+  };
+
+  static std::uint64_t hash(BufferId src, DeviceId to, const Rect& region) {
+    std::uint64_t h = hash_rect(region);
+    h = (h ^ static_cast<std::uint32_t>(src.value)) * 0x9e3779b97f4a7c15ULL;
+    h = (h ^ (h >> 29) ^ static_cast<std::uint32_t>(to.value)) * 0xbf58476d1ce4e5b9ULL;
+    return h ^ (h >> 32);
+  }
+
+  void rehash(std::size_t size) {
+    std::vector<Slot> old = std::move(slots_);
+    slots_.assign(size, Slot{});
+    mask_ = size - 1;
+    for (const Slot& s : old) {
+      if (s.task == kEmpty) continue;
+      std::size_t i = s.hash & mask_;
+      while (slots_[i].task != kEmpty) i = (i + 1) & mask_;
+      slots_[i] = s;
+    }
+  }
+
+  std::vector<Slot> slots_;
+  std::size_t mask_ = 0;
+  std::size_t used_ = 0;
+};
+
 // The final (aggregated) output of a lowered node: one buffer per output block.
 struct Produced {
   Partition partition;  // output partition
@@ -136,8 +195,9 @@ class Lowering {
   }
 
   BufferId move(BufferId src, const Rect& region, DeviceId to) {
-    auto [slot, inserted] = moves_.try_emplace(RegionKey{src.value, to.value, region}, BufferId());
-    if (!inserted) return slot->second;
+    std::int32_t& slot = moves_.find_or_add(src, to, region, tg_.tasks);
+    if (slot >= 0) return tg_.tasks[static_cast<std::size_t>(slot)].writes;
+    slot = static_cast<std::int32_t>(tg_.tasks.size());  // the move task emitted below
     const Buffer& b = tg_.buffers[src.index()];
     DType dtype = b.dtype;
     NodeId node = b.node;
@@ -152,7 +212,6 @@ class Lowering {
     BufferId out = new_buffer(to, region.shape(), dtype, Agg::none, node);
     t.writes = out;
     emit(std::move(t));
-    slot->second = out;
     return out;
   }
 
@@ -402,7 +461,7 @@ class Lowering {
   std::vector<std::int32_t> group_of_device_;  // scratch for aggregation: device -> group, -1
   std::vector<std::int32_t> last_writer_;  // per buffer: newest task writing it, -1 if none
   std::vector<std::int32_t> prev_writer_;  // per task: the previous writer of its buffer
-  std::unordered_map<RegionKey, BufferId, RegionKeyHash> moves_;
+  MoveCache moves_;
   std::unordered_map<RegionKey, BufferId, RegionKeyHash> assembled_;
 };
 
