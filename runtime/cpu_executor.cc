@@ -112,6 +112,11 @@ class Run {
     }
     tasks_left_.store(static_cast<std::int64_t>(n));
     spans_.resize(static_cast<std::size_t>(tg_.num_devices));
+    // Start the workers first and the clock once all of them are pinned and waiting:
+    // thread creation is not part of the task graph's time (nor of the simulator's).
+    std::vector<std::thread> workers;
+    for (int d = 0; d < tg_.num_devices; ++d) workers.emplace_back([this, d] { worker(d); });
+    while (workers_ready_.load(std::memory_order_acquire) < tg_.num_devices) std::this_thread::yield();
     t0_ = Clock::now();
     if (options_.policy == Policy::bsp) {
       std::lock_guard<std::mutex> lock(phase_mutex_);
@@ -119,9 +124,8 @@ class Run {
     }
     for (std::size_t i = 0; i < n; ++i)
       if (tg_.tasks[i].deps.empty()) make_ready(static_cast<std::int32_t>(i));
-    if (n == 0) done_.store(true);
-    std::vector<std::thread> workers;
-    for (int d = 0; d < tg_.num_devices; ++d) workers.emplace_back([this, d] { worker(d); });
+    if (n == 0) stop_all();
+    go_.store(true, std::memory_order_release);
     for (auto& w : workers) w.join();
     if (error_) std::rethrow_exception(error_);
     for (const Task& t : tg_.tasks) {
@@ -215,6 +219,8 @@ class Run {
     ReadyQueue& q = queues_[static_cast<std::size_t>(device)];
     cpu::Scratch<T> scratch;
     std::vector<const T*> operands;
+    workers_ready_.fetch_add(1, std::memory_order_acq_rel);
+    while (!go_.load(std::memory_order_acquire)) cpu_relax();
     for (;;) {
       std::int32_t task = -1;
       {
@@ -332,6 +338,8 @@ class Run {
   std::vector<std::vector<T>> storage_;
   std::atomic<std::int64_t> tasks_left_{0};
   std::atomic<bool> done_{false};
+  std::atomic<int> workers_ready_{0};
+  std::atomic<bool> go_{false};
   std::vector<std::vector<Span>> spans_;
   Clock::time_point t0_;
   RunResult result_;
