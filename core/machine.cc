@@ -135,6 +135,9 @@ void Machine::validate(std::string_view what_sv) const {
     if (!finite_non_negative(t.launch_latency_s))
       fail(w, ".launch_latency_s: must be a finite number >= 0, got ", t.launch_latency_s);
     if (t.sm_count < 0) fail(w, ".sm_count: must be >= 0, got ", t.sm_count);
+    if (t.cache_capacity_bytes < 0) fail(w, ".cache_capacity_bytes: must be >= 0, got ", t.cache_capacity_bytes);
+    if (!finite_non_negative(t.cache_bytes_per_s))
+      fail(w, ".cache_bytes_per_s: must be a finite number >= 0, got ", t.cache_bytes_per_s);
     if (!finite_non_negative(t.generic_flops_per_s))
       fail(w, ".generic_flops_per_s: must be a finite number >= 0, got ", t.generic_flops_per_s);
     for (std::size_t p = 0; p < t.efficiency.size(); ++p) {
@@ -606,6 +609,8 @@ json to_json(const Machine& m) {
                      {"sm_count", t.sm_count},
                      {"efficiency", eff},
                      {"generic_flops_per_s", t.generic_flops_per_s},
+                     {"cache_capacity_bytes", t.cache_capacity_bytes},
+                     {"cache_bytes_per_s", t.cache_bytes_per_s},
                      {"single_lane", t.single_lane}});
   }
   json hosts = json::array();
@@ -668,6 +673,8 @@ Machine machine_from_json(const json& j, std::string_view what_sv) {
     t.launch_latency_s = number_field_or(tj, "launch_latency_s", w, 0.0);
     if (tj.contains("sm_count")) t.sm_count = static_cast<int>(integer(tj.at("sm_count"), w + ".sm_count"));
     t.generic_flops_per_s = number_field_or(tj, "generic_flops_per_s", w, 0.0);
+    t.cache_bytes_per_s = number_field_or(tj, "cache_bytes_per_s", w, 0.0);
+    t.cache_capacity_bytes = static_cast<std::int64_t>(number_field_or(tj, "cache_capacity_bytes", w, 0.0));
     if (tj.contains("single_lane")) {
       if (!tj.at("single_lane").is_boolean()) fail(w, ".single_lane: expected true or false, got ", tj.at("single_lane").dump());
       t.single_lane = tj.at("single_lane").get<bool>();

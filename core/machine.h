@@ -94,6 +94,10 @@ struct DeviceType {
   // single lane (the CPU executor's one thread per device). False: separate compute,
   // copy and comm lanes (GPU streams and copy engines).
   bool single_lane = false;
+  // Tasks whose memory traffic fits in a cache run at its bandwidth instead of
+  // memory_bytes_per_s (0 = no cache modelled). CPUs: the per-core L2.
+  std::int64_t cache_capacity_bytes = 0;
+  double cache_bytes_per_s = 0;
 
   [[nodiscard]] double peak(DType t) const { return peak_flops_per_s[static_cast<int>(t)]; }
   [[nodiscard]] double efficiency_at(double flops) const;

@@ -132,6 +132,21 @@ Calibration calibrate_cpu(const CalibrationOptions& o) {
     c.memory_bytes_per_s = 2.0 * static_cast<double>(half.elements()) * 4 / s;
   }
 
+  // The same within the per-core cache: traffic of half its capacity.
+  {
+    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    c.cache_capacity_bytes = l2 > 0 ? l2 : (1 << 20);
+    const std::int64_t cols = 256, rows = std::max<std::int64_t>(2, c.cache_capacity_bytes / 4 / 2 / cols / 2 * 2);
+    Shape shape{rows, cols};
+    Rect half{2, {0, 0}, {rows / 2, cols}};
+    Rect dst{2, {rows / 2, 0}, {rows / 2, cols}};
+    std::vector<std::vector<float>> buf(n);
+    double s = per_call_seconds(
+        n, o.seconds_per_point, [&](int w) { buf[w].assign(static_cast<std::size_t>(rows * cols), 1.f); },
+        [&](int w) { cpu::copy_region<float>(buf[w].data(), shape, half, buf[w].data(), shape, dst, Agg::none); });
+    c.cache_bytes_per_s = 2.0 * static_cast<double>(half.elements()) * 4 / s;
+  }
+
   // Copies between device memories: one alone, then all workers at once.
   {
     const std::size_t count = 8u << 20;  // 32 MiB of floats: past the caches
@@ -197,6 +212,8 @@ Machine machine_from_calibration(const Calibration& c) {
     t.efficiency.push_back({p.flops, std::clamp(p.flops_per_s / c.peak_flops_per_s, 1e-6, 1.0)});
   t.generic_flops_per_s = c.generic_flops_per_s;
   t.memory_bytes_per_s = c.memory_bytes_per_s;
+  t.cache_capacity_bytes = c.cache_capacity_bytes;
+  t.cache_bytes_per_s = c.cache_bytes_per_s;
   const double ram = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
   t.memory_capacity_bytes = static_cast<std::int64_t>(ram / c.devices);
   t.launch_latency_s = c.task_overhead_s;
@@ -230,6 +247,8 @@ nlohmann::json to_json(const Calibration& c) {
           {"peak_flops_per_s", c.peak_flops_per_s},
           {"generic_flops_per_s", c.generic_flops_per_s},
           {"memory_bytes_per_s", c.memory_bytes_per_s},
+          {"cache_capacity_bytes", c.cache_capacity_bytes},
+          {"cache_bytes_per_s", c.cache_bytes_per_s},
           {"copy_bytes_per_s_alone", c.copy_bytes_per_s_alone},
           {"copy_bytes_per_s_shared", c.copy_bytes_per_s_shared},
           {"task_overhead_s", c.task_overhead_s}};

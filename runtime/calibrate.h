@@ -36,7 +36,9 @@ struct Calibration {
   std::vector<GemmPoint> gemm;
   double peak_flops_per_s = 0;          // best GEMM rate per worker
   double generic_flops_per_s = 0;       // per worker
-  double memory_bytes_per_s = 0;        // per worker, bytes read + written
+  double memory_bytes_per_s = 0;        // per worker, bytes read + written, past the caches
+  std::int64_t cache_capacity_bytes = 0;  // per-core L2 (sysconf), traffic that stays in cache
+  double cache_bytes_per_s = 0;         // per worker, bytes read + written within the cache
   double copy_bytes_per_s_alone = 0;    // one copy between device memories, nothing else running
   double copy_bytes_per_s_shared = 0;   // per copy, when every worker copies at once
   double task_overhead_s = 0;           // executor bookkeeping per task

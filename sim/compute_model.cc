@@ -24,7 +24,9 @@ double compute_seconds(const Task& t, const TaskGraph& tg, const DeviceType& dt)
     const bool generic_rate = t.kind == TaskKind::compute && !t.contraction && dt.generic_flops_per_s > 0;
     flop_s = generic_rate ? t.flops / dt.generic_flops_per_s : t.flops / (peak * dt.efficiency_at(t.flops));
   }
-  double mem_s = memory_traffic_bytes(t) / dt.memory_bytes_per_s;
+  const double traffic = memory_traffic_bytes(t);
+  const bool cached = dt.cache_bytes_per_s > 0 && traffic <= static_cast<double>(dt.cache_capacity_bytes);
+  double mem_s = traffic / (cached ? dt.cache_bytes_per_s : dt.memory_bytes_per_s);
   return std::max(flop_s, mem_s) + dt.launch_latency_s;
 }
 

@@ -10,6 +10,8 @@
 //                               where they are)
 //   move                        not here: the network model times it
 //
+// Memory traffic that fits in the device type's cache (cache_capacity_bytes) runs at
+// cache_bytes_per_s instead of the memory bandwidth.
 // Memory bytes: a compute task's `bytes` (operands read + result written); a touch
 // reads and writes its region (2 × bytes), an accumulating touch also reads the
 // destination (3 × bytes). The dtype is that of the buffer the task writes.
