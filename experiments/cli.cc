@@ -126,6 +126,14 @@ std::string human_seconds(double s) {
   return buf;
 }
 
+std::string task_counts(const TaskGraph& tg) {
+  auto s = tg.summary();
+  std::string out = std::to_string(s.tasks) + " (";
+  for (int k = 0; k < kNumTaskKinds; ++k)
+    out += (k ? ", " : "") + std::string(to_string(static_cast<TaskKind>(k))) + " " + std::to_string(s.count[k]);
+  return out + ")";
+}
+
 std::vector<std::string> strategy_names() { return {"split-largest"}; }
 
 Decomposition decompose(const Graph& g, const std::string& strategy, int devices) {

@@ -10,6 +10,7 @@
 
 #include "core/graph.h"
 #include "core/partition.h"
+#include "core/task_graph.h"
 
 namespace tessel::cli {
 
@@ -41,6 +42,8 @@ struct DecompositionOptions {
 [[nodiscard]] std::string human_bytes(double bytes);
 [[nodiscard]] std::string human_count(double value, const char* unit);
 [[nodiscard]] std::string human_seconds(double seconds);
+// "72 (input 12, compute 8, touch 32, move 16, output 4)"
+[[nodiscard]] std::string task_counts(const TaskGraph& tg);
 
 // The decomposition a named strategy gives `g` on `devices` devices. Until the planner
 // lands, "split-largest" (core's split_largest) is the only strategy.

@@ -24,11 +24,7 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 
 void print_summary(const TaskGraph& tg) {
   auto s = tg.summary();
-  std::printf("  tasks        %lld  (", static_cast<long long>(s.tasks));
-  for (int k = 0; k < kNumTaskKinds; ++k)
-    std::printf("%s%s %lld", k ? ", " : "", std::string(to_string(static_cast<TaskKind>(k))).c_str(),
-                static_cast<long long>(s.count[k]));
-  std::printf(")\n");
+  std::printf("  tasks        %s\n", task_counts(tg).c_str());
   std::printf("  buffers      %zu\n", tg.buffers.size());
   std::printf("  bytes moved  %s between devices\n", human_bytes(static_cast<double>(s.bytes_moved)).c_str());
   std::printf("  bytes copied %s by touches\n", human_bytes(static_cast<double>(s.bytes_touched)).c_str());

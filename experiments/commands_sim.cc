@@ -78,12 +78,7 @@ void print_report(const sim::SimResult& r, const TaskGraph& tg, const Machine& m
   }
   const double nd = static_cast<double>(std::max<std::size_t>(1, r.devices.size()));
   auto pct = [&](double v) { return ms > 0 ? 100.0 * v / ms : 0.0; };
-  auto s = tg.summary();
-  std::printf("  tasks         %lld (", static_cast<long long>(s.tasks));
-  for (int k = 0; k < kNumTaskKinds; ++k)
-    std::printf("%s%s %lld", k ? ", " : "", std::string(to_string(static_cast<TaskKind>(k))).c_str(),
-                static_cast<long long>(s.count[k]));
-  std::printf(")\n");
+  std::printf("  tasks         %s\n", task_counts(tg).c_str());
   std::printf("  makespan      %s\n", human_seconds(ms).c_str());
   std::printf("  per device    compute busy %.1f%% (max %.1f%%), comm busy %.1f%%, idle %.1f%% (means over %zu devices)\n",
               pct(compute / nd), pct(max_compute), pct(comm / nd), pct(idle / nd), r.devices.size());
