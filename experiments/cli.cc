@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/io.h"
 #include "core/workloads.h"
+#include "planner/strategy.h"
 
 namespace tessel::cli {
 
@@ -134,13 +135,12 @@ std::string task_counts(const TaskGraph& tg) {
   return out + ")";
 }
 
-std::vector<std::string> strategy_names() { return {"split-largest"}; }
+std::vector<std::string> strategy_names() { return planner::strategy_names(); }
 
 Decomposition decompose(const Graph& g, const std::string& strategy, int devices) {
-  if (strategy == "split-largest") return split_largest(g, devices);
-  std::string names;
-  for (const auto& n : strategy_names()) names += (names.empty() ? "" : ", ") + n;
-  fail("unknown strategy '", strategy, "' (known: ", names, ")");
+  planner::PlanOptions o;
+  o.devices = devices;
+  return planner::plan(g, strategy, o).decomposition;
 }
 
 }  // namespace tessel::cli

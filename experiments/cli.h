@@ -45,8 +45,7 @@ struct DecompositionOptions {
 // "72 (input 12, compute 8, touch 32, move 16, output 4)"
 [[nodiscard]] std::string task_counts(const TaskGraph& tg);
 
-// The decomposition a named strategy gives `g` on `devices` devices. Until the planner
-// lands, "split-largest" (core's split_largest) is the only strategy.
+// The decomposition a named planner strategy gives `g` on `devices` devices.
 [[nodiscard]] Decomposition decompose(const Graph& g, const std::string& strategy, int devices);
 [[nodiscard]] std::vector<std::string> strategy_names();
 

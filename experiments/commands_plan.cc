@@ -1,6 +1,110 @@
-// tessel plan: arrives with the planner issue (#3).
+// tessel plan: choose a decomposition with a planner strategy and report its cost.
+#include <chrono>
+#include <cstdio>
+#include <memory>
+
+#include "core/error.h"
+#include "core/io.h"
 #include "experiments/cli.h"
+#include "planner/placement.h"
+#include "planner/strategy.h"
 
 namespace tessel::cli {
-void add_plan_commands(CLI::App& app) { (void)app; }
+namespace {
+
+using nlohmann::json;
+
+std::string parts_text(const Partition& p) { return p.rank() == 0 ? "scalar" : p.to_string(); }
+
+}  // namespace
+
+void add_plan_commands(CLI::App& app) {
+  struct Opts {
+    GraphOptions graph;
+    int devices = 4;
+    int k = 1;
+    std::string strategy = "eindecomp";
+    std::string placement = "round-robin";
+    std::string manual;
+    std::string out;
+    bool json_out = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("plan", "choose a decomposition with a strategy and report its cost per node");
+  o->graph.add(*cmd, "chain");
+  cmd->add_option("-d,--devices", o->devices, "devices n")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("-k,--blocks-per-device", o->k, "blocks per device k (n·k blocks per node)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  std::string help = "strategy:";
+  for (const auto& s : planner::strategies()) help += "\n  " + s->name() + ": " + s->help();
+  cmd->add_option("-s,--strategy", o->strategy, help)->capture_default_str();
+  cmd->add_option("--placement", o->placement, "round-robin, greedy (min-max load) or locality")->capture_default_str();
+  cmd->add_option("--decomposition", o->manual, "decomposition JSON for -s manual");
+  cmd->add_option("-o,--output", o->out, "write the decomposition as JSON (accepted by lower, simulate, run)");
+  cmd->add_flag("--json", o->json_out, "machine-readable output");
+  cmd->footer(
+      "Examples:\n  tessel plan -w llama-block:model=7b -d 8 -s eindecomp\n"
+      "  tessel plan -w chain-sum:skewed=1 -d 4 -s exhaustive --json\n"
+      "  tessel plan -w ffn -d 4 -s megatron --placement greedy -o ffn4.json && tessel simulate -w ffn "
+      "--decomposition ffn4.json -m h100-sxm-8");
+  cmd->callback([o] {
+    Graph g = o->graph.load();
+    planner::PlanOptions po;
+    po.devices = o->devices;
+    po.blocks_per_device = o->k;
+    po.placement = o->placement;
+    po.manual_file = o->manual;
+    auto t0 = std::chrono::steady_clock::now();
+    planner::Plan p = planner::plan(g, o->strategy, po);
+    double plan_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!o->out.empty()) write_file_atomic(o->out, to_json(p.decomposition, g).dump(2) + "\n");
+    const double total = p.total_cost();
+    if (o->json_out) {
+      json nodes = json::array();
+      for (NodeId id : g.ids()) {
+        const planner::NodeCost& c = p.costs[id.index()];
+        nodes.push_back({{"name", g.node(id).name},
+                         {"kind", std::string(to_string(g.node(id).kind))},
+                         {"parts", p.decomposition.plan(id).partition.parts()},
+                         {"blocks", p.decomposition.plan(id).partition.num_blocks()},
+                         {"cost", c.total()},
+                         {"join_cost", c.join},
+                         {"aggregation_cost", c.aggregation},
+                         {"repartition_cost", c.repartition}});
+      }
+      double join = 0, agg = 0, rep = 0;
+      for (const auto& c : p.costs) {
+        join += c.join;
+        agg += c.aggregation;
+        rep += c.repartition;
+      }
+      print_json({{"graph", o->graph.describe()},
+                  {"strategy", o->strategy},
+                  {"placement", o->placement},
+                  {"devices", o->devices},
+                  {"blocks_per_device", o->k},
+                  {"cost", total},
+                  {"cost_by_kind", {{"join", join}, {"aggregation", agg}, {"repartition", rep}}},
+                  {"plan_seconds", plan_s},
+                  {"nodes", nodes}});
+      return;
+    }
+    std::printf("%s: strategy %s, %d devices x %d, placement %s, planned in %s\n", o->graph.describe().c_str(),
+                o->strategy.c_str(), o->devices, o->k, o->placement.c_str(), human_seconds(plan_s).c_str());
+    std::printf("  %-20s %-8s %-14s %7s %14s %7s\n", "node", "kind", "parts", "blocks", "cost (elems)", "share");
+    for (NodeId id : g.ids()) {
+      const Node& n = g.node(id);
+      if (n.kind == NodeKind::input || n.kind == NodeKind::output || n.kind == NodeKind::fill) continue;
+      double c = p.costs[id.index()].total();
+      std::printf("  %-20s %-8s %-14s %7lld %14.4g %6.1f%%\n", n.name.c_str(), std::string(to_string(n.kind)).c_str(),
+                  parts_text(p.decomposition.plan(id).partition).c_str(),
+                  static_cast<long long>(p.decomposition.plan(id).partition.num_blocks()), c,
+                  total > 0 ? 100 * c / total : 0.0);
+    }
+    std::printf("  total cost %.6g elements moved or replicated\n", total);
+    if (!o->out.empty()) std::printf("  wrote %s\n", o->out.c_str());
+  });
+}
+
 }  // namespace tessel::cli

@@ -1,0 +1,40 @@
+#pragma once
+// EinDecomp's analytic cost, in tensor elements moved or replicated
+// (../shared/REFERENCES.md, "Decomposition search"), on parts per index. Candidates
+// are powers of two; the formulas take any part counts (ratios replace 2^(exponent
+// differences)), so baselines with other counts are scored the same way.
+//
+//   join(node, p)          Σ over inputs of elements(input) × Π parts of the join
+//                          indices the input does not use (replication)
+//   aggregation(node, p)   out_elements × (n_agg − 1), n_agg = Π parts of the
+//                          aggregated indices (partials to combine)
+//   repartition(a → b)     0 if a == b, else N·Π max(a,b)/a + N·(Π max(a,b)/b − 1)
+//
+// Tessel aggregates partials into the blocks of the join partition's output indices, so
+// a node's output partition is its join partition restricted to its output indices.
+
+#include <cstdint>
+#include <vector>
+
+#include "core/graph.h"
+
+namespace tessel::planner {
+
+using Parts = std::vector<int>;  // parts per index
+
+// Every vector of power-of-two parts per index whose product is 2^total_log2, with each
+// part at most the index size, in lexicographic order.
+[[nodiscard]] std::vector<Parts> candidate_partitions(const Shape& shape, int total_log2);
+
+[[nodiscard]] double join_cost(const Graph& g, NodeId id, const Parts& p);
+[[nodiscard]] double aggregation_cost(const Graph& g, NodeId id, const Parts& p);
+[[nodiscard]] double repartition_cost(double elements, const Parts& from, const Parts& to);
+
+// The partition consumer `id`'s join partition `p` needs of its operand `i`.
+[[nodiscard]] Parts operand_partition(const Graph& g, NodeId id, int operand, const Parts& p);
+// The partition of `id`'s output under join partition `p`.
+[[nodiscard]] Parts output_partition(const Graph& g, NodeId id, const Parts& p);
+
+[[nodiscard]] int log2_exact(std::int64_t n);  // -1 when n is no power of two
+
+}  // namespace tessel::planner

@@ -1,0 +1,27 @@
+#pragma once
+// Placement: which device runs each block of a partitioned graph.
+//
+//   round-robin  block b of every node on device b mod n
+//   greedy       EinDecomp's min-max rule: nodes in order, each block on the device
+//                where (its load so far + the block's flops + flops_per_byte × bytes that
+//                must arrive) is lowest; partials aggregated where most of them are
+//   locality     the device that already holds the largest share of the block's
+//                operand bytes (round-robin when none does)
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/graph.h"
+#include "core/partition.h"
+#include "planner/cost.h"
+
+namespace tessel::planner {
+
+[[nodiscard]] std::vector<std::string> placement_names();
+
+// Error listing the known placements on an unknown name.
+[[nodiscard]] Decomposition place(const Graph& g, const std::vector<Parts>& parts, int devices,
+                                  std::string_view placement, double flops_per_byte = 1000);
+
+}  // namespace tessel::planner

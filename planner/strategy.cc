@@ -1,0 +1,463 @@
+#include "planner/strategy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <numeric>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/io.h"
+#include "planner/placement.h"
+
+namespace tessel::planner {
+namespace {
+
+bool is_leaf(const Graph& g, NodeId id) {
+  NodeKind k = g.node(id).kind;
+  return k == NodeKind::input || k == NodeKind::fill;
+}
+
+// Nodes whose partition a strategy chooses: einsums and selects.
+bool is_planned(const Graph& g, NodeId id) {
+  NodeKind k = g.node(id).kind;
+  return k == NodeKind::einsum || k == NodeKind::select;
+}
+
+int require_power_of_two(const std::string& strategy, const PlanOptions& o) {
+  int e = log2_exact(static_cast<std::int64_t>(o.devices) * o.blocks_per_device);
+  if (e < 0)
+    fail("strategy '", strategy, "' needs n·k to be a power of two (1, 2, 4, 8, ...); got n=", o.devices, ", k=",
+         o.blocks_per_device);
+  return e;
+}
+
+// Leaves and outputs take the partition their (first) consumer / producer implies.
+void fill_unplanned(const Graph& g, std::vector<Parts>& parts) {
+  auto consumers = g.consumers();
+  for (NodeId id : g.ids()) {
+    const Node& n = g.node(id);
+    if (n.kind == NodeKind::output) parts[id.index()] = output_partition(g, n.inputs[0], parts[n.inputs[0].index()]);
+  }
+  for (NodeId id : g.ids()) {
+    if (!is_leaf(g, id)) continue;
+    Parts p(g.node(id).shape.size(), 1);
+    if (!consumers[id.index()].empty()) {
+      NodeId c = consumers[id.index()][0];
+      const Node& cn = g.node(c);
+      for (std::size_t i = 0; i < cn.inputs.size(); ++i)
+        if (cn.inputs[i] == id && !parts[c.index()].empty()) {
+          Parts need = operand_partition(g, c, static_cast<int>(i), parts[c.index()]);
+          if (need.size() == p.size()) p = need;
+          break;
+        }
+    }
+    // Repeated indices ("ii") can ask for more parts than a dimension has.
+    for (std::size_t d = 0; d < p.size(); ++d) p[d] = static_cast<int>(std::min<std::int64_t>(p[d], g.node(id).shape[d]));
+    parts[id.index()] = p;
+  }
+}
+
+// ---- eindecomp ---------------------------------------------------------------
+
+class EinDecomp final : public Strategy {
+ public:
+  std::string name() const override { return "eindecomp"; }
+  std::string help() const override {
+    return "EinDecomp's dynamic program over trees: minimises elements replicated, aggregated and repartitioned";
+  }
+
+  std::vector<Parts> partition(const Graph& g, const PlanOptions& o) const override {
+    const int total = require_power_of_two(name(), o);
+    const auto consumers = g.consumers();
+    const std::size_t n = g.size();
+    std::vector<std::vector<Parts>> cands(n);
+    std::vector<std::vector<double>> best(n);  // subtree cost per candidate
+    // choice[node][cand][operand] = chosen candidate of an in-tree operand, -1 otherwise
+    std::vector<std::vector<std::vector<int>>> choice(n);
+    std::vector<int> fixed(n, -1);  // chosen candidate of solved tree roots
+    std::vector<Parts> parts(n);
+
+    auto in_tree = [&](NodeId child) {
+      return is_planned(g, child) && consumers[child.index()].size() == 1;
+    };
+    for (NodeId id : g.ids()) {
+      if (!is_planned(g, id)) continue;
+      const Node& node = g.node(id);
+      cands[id.index()] = candidate_partitions(g.join_shape(id), total);
+      if (cands[id.index()].empty()) cands[id.index()].push_back(Parts(g.join_shape(id).size(), 1));
+      const auto& cs = cands[id.index()];
+      best[id.index()].assign(cs.size(), 0);
+      choice[id.index()].assign(cs.size(), std::vector<int>(node.inputs.size(), -1));
+      // Per operand: the best cost of reaching each needed partition, memoised.
+      std::vector<std::map<Parts, std::pair<double, int>>> memo(node.inputs.size());
+      for (std::size_t c = 0; c < cs.size(); ++c) {
+        double cost = join_cost(g, id, cs[c]) + aggregation_cost(g, id, cs[c]);
+        for (std::size_t i = 0; i < node.inputs.size(); ++i) {
+          NodeId child = node.inputs[i];
+          if (!is_planned(g, child) || node.kind == NodeKind::select) {
+            if (is_planned(g, child) && in_tree(child)) {  // a select reads its operand as it is
+              const auto& bc = best[child.index()];
+              int arg = static_cast<int>(std::min_element(bc.begin(), bc.end()) - bc.begin());
+              cost += bc[static_cast<std::size_t>(arg)];
+              choice[id.index()][c][i] = arg;
+            }
+            continue;
+          }
+          Parts need = operand_partition(g, id, static_cast<int>(i), cs[c]);
+          const double elems = static_cast<double>(elements(g.node(child).shape));
+          if (!in_tree(child)) {  // solved earlier: its partition is fixed
+            cost += repartition_cost(elems, output_partition(g, child, parts[child.index()]), need);
+            continue;
+          }
+          auto it = memo[i].find(need);
+          if (it == memo[i].end()) {
+            double m = std::numeric_limits<double>::infinity();
+            int arg = 0;
+            const auto& ccs = cands[child.index()];
+            for (std::size_t q = 0; q < ccs.size(); ++q) {
+              double v = best[child.index()][q] + repartition_cost(elems, output_partition(g, child, ccs[q]), need);
+              if (v < m) {
+                m = v;
+                arg = static_cast<int>(q);
+              }
+            }
+            it = memo[i].emplace(need, std::make_pair(m, arg)).first;
+          }
+          cost += it->second.first;
+          choice[id.index()][c][i] = it->second.second;
+        }
+        best[id.index()][c] = cost;
+      }
+      // A tree root (several consumers, or none planned downstream): fix the tree now.
+      if (!in_tree(id) || !is_planned(g, consumers[id.index()][0])) {
+        const auto& b = best[id.index()];
+        int arg = static_cast<int>(std::min_element(b.begin(), b.end()) - b.begin());
+        fix(g, id, arg, cands, choice, parts, fixed);
+      }
+    }
+    fill_unplanned(g, parts);
+    return parts;
+  }
+
+ private:
+  static void fix(const Graph& g, NodeId id, int c, const std::vector<std::vector<Parts>>& cands,
+                  const std::vector<std::vector<std::vector<int>>>& choice, std::vector<Parts>& parts,
+                  std::vector<int>& fixed) {
+    fixed[id.index()] = c;
+    parts[id.index()] = cands[id.index()][static_cast<std::size_t>(c)];
+    const Node& node = g.node(id);
+    for (std::size_t i = 0; i < node.inputs.size(); ++i) {
+      int q = choice[id.index()][static_cast<std::size_t>(c)][i];
+      if (q >= 0 && fixed[node.inputs[i].index()] < 0) fix(g, node.inputs[i], q, cands, choice, parts, fixed);
+    }
+  }
+};
+
+// ---- exhaustive --------------------------------------------------------------
+
+class Exhaustive final : public Strategy {
+ public:
+  std::string name() const override { return "exhaustive"; }
+  std::string help() const override { return "the global optimum of eindecomp's cost over every combination (small graphs)"; }
+
+  std::vector<Parts> partition(const Graph& g, const PlanOptions& o) const override {
+    const int total = require_power_of_two(name(), o);
+    std::vector<NodeId> planned;
+    std::vector<std::vector<Parts>> cands;
+    double combos = 1;
+    for (NodeId id : g.ids()) {
+      if (!is_planned(g, id)) continue;
+      planned.push_back(id);
+      auto c = candidate_partitions(g.join_shape(id), total);
+      if (c.empty()) c.push_back(Parts(g.join_shape(id).size(), 1));
+      combos *= static_cast<double>(c.size());
+      cands.push_back(std::move(c));
+    }
+    if (combos > static_cast<double>(o.exhaustive_limit))
+      fail("strategy 'exhaustive': ", planned.size(), " nodes give ", combos, " combinations, over the limit of ",
+           o.exhaustive_limit, " (use eindecomp, or a smaller graph or device count)");
+    std::vector<Parts> parts(g.size()), best_parts;
+    double best = std::numeric_limits<double>::infinity();
+    std::vector<std::size_t> idx(planned.size(), 0);
+    for (;;) {
+      for (std::size_t k = 0; k < planned.size(); ++k) parts[planned[k].index()] = cands[k][idx[k]];
+      double cost = 0;
+      for (const NodeCost& c : evaluate(g, parts)) cost += c.total();
+      if (cost < best) {  // strict: the first optimum in enumeration order wins ties
+        best = cost;
+        best_parts = parts;
+      }
+      std::size_t k = 0;
+      while (k < planned.size() && ++idx[k] == cands[k].size()) idx[k++] = 0;
+      if (k == planned.size()) break;
+    }
+    fill_unplanned(g, best_parts);
+    return best_parts;
+  }
+};
+
+// ---- baselines -----------------------------------------------------------------
+
+// Splits `blocks` (a power of two, or any count for the greedy fallback) over the
+// indices `order` of `shape`, first index first, each capped at its size.
+Parts split_in_order(const Shape& shape, const std::vector<int>& order, int blocks) {
+  Parts p(shape.size(), 1);
+  int left = blocks;
+  for (int j : order) {
+    while (left > 1 && left % 2 == 0 && static_cast<std::int64_t>(p[static_cast<std::size_t>(j)]) * 2 <= shape[static_cast<std::size_t>(j)]) {
+      p[static_cast<std::size_t>(j)] *= 2;
+      left /= 2;
+    }
+  }
+  return p;
+}
+
+// Labels flowing through the graph: the join index (per node) that carries a tracked
+// dimension of the data input, or -1. Input nodes' join indices are their dimensions.
+std::vector<int> follow(const Graph& g, NodeId source, int dim) {
+  std::vector<int> label(g.size(), -1);
+  label[source.index()] = dim;
+  for (NodeId id : g.ids()) {
+    const Node& n = g.node(id);
+    if (n.kind == NodeKind::einsum) {
+      for (std::size_t i = 0; i < n.inputs.size() && label[id.index()] < 0; ++i) {
+        // The producer's label is a join index; it flows on only if it is an output index
+        // (then it is also the operand's dimension of that number).
+        int l = label[n.inputs[i].index()];
+        if (l >= 0 && l < g.out_rank(n.inputs[i])) label[id.index()] = n.einsum.inputs[i][static_cast<std::size_t>(l)];
+      }
+    } else if (n.kind == NodeKind::output || n.kind == NodeKind::select) {
+      if (!n.inputs.empty() && label[n.inputs[0].index()] >= 0 && g.node(n.inputs[0]).shape == n.shape)
+        label[id.index()] = label[n.inputs[0].index()];
+    }
+  }
+  return label;
+}
+
+NodeId data_input(const Graph& g) {
+  auto in = g.inputs();
+  if (in.empty()) fail("this strategy needs a graph with an input node");
+  return in.front();  // built-in workloads declare the data (activations) first
+}
+
+class DataParallel final : public Strategy {
+ public:
+  std::string name() const override { return "data-parallel"; }
+  std::string help() const override {
+    return "the data input's leading index (batch, then the next: tokens) split everywhere; weights whole";
+  }
+  std::vector<Parts> partition(const Graph& g, const PlanOptions& o) const override {
+    NodeId x = data_input(g);
+    auto first = follow(g, x, 0);
+    auto second = g.node(x).shape.size() > 1 ? follow(g, x, 1) : std::vector<int>(g.size(), -1);
+    std::vector<Parts> parts(g.size());
+    for (NodeId id : g.ids()) {
+      if (!is_planned(g, id)) continue;
+      std::vector<int> order;
+      if (first[id.index()] >= 0) order.push_back(first[id.index()]);
+      if (second[id.index()] >= 0) order.push_back(second[id.index()]);
+      parts[id.index()] = split_in_order(g.join_shape(id), order, o.devices * o.blocks_per_device);
+    }
+    fill_unplanned(g, parts);
+    return parts;
+  }
+};
+
+class Megatron final : public Strategy {
+ public:
+  std::string name() const override { return "megatron"; }
+  std::string help() const override {
+    return "tensor parallel: projections column- then row-split, attention heads split; the rest whole";
+  }
+  std::vector<Parts> partition(const Graph& g, const PlanOptions& o) const override {
+    const NodeId x = data_input(g);
+    const int blocks = o.devices * o.blocks_per_device;
+    std::vector<int> sharded(g.size(), -1);  // join index of each node that is split
+    std::vector<Parts> parts(g.size());
+    auto is_weight = [&](NodeId id) { return g.node(id).kind == NodeKind::input && id != x; };
+    for (NodeId id : g.ids()) {
+      const Node& n = g.node(id);
+      if (n.kind != NodeKind::einsum) continue;
+      int j = -1;
+      // Row split: an operand arrives split on an index this node contracts or keeps.
+      for (std::size_t i = 0; i < n.inputs.size() && j < 0; ++i) {
+        int s = sharded[n.inputs[i].index()];
+        if (s >= 0 && g.node(n.inputs[i]).kind != NodeKind::input) j = n.einsum.inputs[i][static_cast<std::size_t>(s)];
+      }
+      // Column split: a weight's index that reaches the output (the largest such).
+      if (j < 0 && n.einsum.is_contraction()) {
+        for (std::size_t i = 0; i < n.inputs.size(); ++i) {
+          if (!is_weight(n.inputs[i])) continue;
+          for (int idx : n.einsum.inputs[i])
+            if (idx < n.einsum.out_rank && (j < 0 || n.einsum.join_shape[static_cast<std::size_t>(idx)] >
+                                                        n.einsum.join_shape[static_cast<std::size_t>(j)]))
+              j = idx;
+        }
+      }
+      // After a row split the output is whole again (aggregated): only output indices carry on.
+      if (j >= 0) {
+        parts[id.index()] = split_in_order(n.einsum.join_shape, {j}, blocks);
+        sharded[id.index()] = j < n.einsum.out_rank ? j : -1;
+      }
+    }
+    for (NodeId id : g.ids())
+      if (is_planned(g, id) && parts[id.index()].empty()) parts[id.index()] = Parts(g.join_shape(id).size(), 1);
+    fill_unplanned(g, parts);
+    return parts;
+  }
+};
+
+class SqrtSplit final : public Strategy {
+ public:
+  std::string name() const override { return "sqrt-split"; }
+  std::string help() const override { return "every node's output indices split about √n ways each (n blocks in all)"; }
+  std::vector<Parts> partition(const Graph& g, const PlanOptions& o) const override {
+    const int total = require_power_of_two(name(), o);
+    std::vector<Parts> parts(g.size());
+    for (NodeId id : g.ids()) {
+      if (!is_planned(g, id)) continue;
+      Shape js = g.join_shape(id);
+      const int out = g.out_rank(id);
+      Parts p(js.size(), 1);
+      // Hand out factors of two round-robin over the output indices.
+      for (int left = total, d = 0, stuck = 0; left > 0 && out > 0 && stuck < out; d = (d + 1) % out) {
+        if (static_cast<std::int64_t>(p[static_cast<std::size_t>(d)]) * 2 <= js[static_cast<std::size_t>(d)]) {
+          p[static_cast<std::size_t>(d)] *= 2;
+          --left;
+          stuck = 0;
+        } else {
+          ++stuck;
+        }
+      }
+      parts[id.index()] = p;
+    }
+    fill_unplanned(g, parts);
+    return parts;
+  }
+};
+
+class BlockPerDevice final : public Strategy {
+ public:
+  std::string name() const override { return "block-per-device"; }
+  std::string help() const override { return "one block per device along each node's largest output index"; }
+  std::vector<Parts> partition(const Graph& g, const PlanOptions& o) const override {
+    std::vector<Parts> parts(g.size());
+    for (NodeId id : g.ids()) {
+      if (!is_planned(g, id)) continue;
+      Shape js = g.join_shape(id);
+      Parts p(js.size(), 1);
+      const int out = g.out_rank(id);
+      if (out > 0) {
+        int j = static_cast<int>(std::max_element(js.begin(), js.begin() + out) - js.begin());
+        p[static_cast<std::size_t>(j)] = static_cast<int>(std::min<std::int64_t>(js[static_cast<std::size_t>(j)], o.devices));
+      }
+      parts[id.index()] = p;
+    }
+    fill_unplanned(g, parts);
+    return parts;
+  }
+};
+
+class SplitLargest final : public Strategy {
+ public:
+  std::string name() const override { return "split-largest"; }
+  std::string help() const override { return "every node cut into n·k blocks along its largest indices (tessel's default)"; }
+  std::vector<Parts> partition(const Graph& g, const PlanOptions& o) const override {
+    std::vector<Parts> parts;
+    for (NodeId id : g.ids()) parts.push_back(split_largest_parts(g.join_shape(id), o.devices * o.blocks_per_device));
+    return parts;
+  }
+};
+
+class Manual final : public Strategy {
+ public:
+  std::string name() const override { return "manual"; }
+  std::string help() const override { return "a decomposition JSON file (--decomposition / -o of tessel plan)"; }
+  std::vector<Parts> partition(const Graph&, const PlanOptions&) const override {
+    fail("strategy 'manual' is planned from its file");  // plan() reads the file itself
+  }
+};
+
+}  // namespace
+
+double Plan::total_cost() const {
+  double t = 0;
+  for (const NodeCost& c : costs) t += c.total();
+  return t;
+}
+
+const std::vector<std::unique_ptr<Strategy>>& strategies() {
+  static const auto list = [] {
+    std::vector<std::unique_ptr<Strategy>> v;
+    v.push_back(std::make_unique<EinDecomp>());
+    v.push_back(std::make_unique<Exhaustive>());
+    v.push_back(std::make_unique<DataParallel>());
+    v.push_back(std::make_unique<Megatron>());
+    v.push_back(std::make_unique<SqrtSplit>());
+    v.push_back(std::make_unique<BlockPerDevice>());
+    v.push_back(std::make_unique<SplitLargest>());
+    v.push_back(std::make_unique<Manual>());
+    return v;
+  }();
+  return list;
+}
+
+std::vector<std::string> strategy_names() {
+  std::vector<std::string> out;
+  for (const auto& s : strategies()) out.push_back(s->name());
+  return out;
+}
+
+std::vector<NodeCost> evaluate(const Graph& g, const std::vector<Parts>& parts) {
+  std::vector<NodeCost> costs(g.size());
+  for (NodeId id : g.ids()) {
+    const Node& n = g.node(id);
+    if (n.kind != NodeKind::einsum || parts[id.index()].empty()) continue;
+    const Parts& p = parts[id.index()];
+    NodeCost& c = costs[id.index()];
+    c.join = join_cost(g, id, p);
+    c.aggregation = aggregation_cost(g, id, p);
+    for (std::size_t i = 0; i < n.inputs.size(); ++i) {
+      NodeId child = n.inputs[i];
+      if (!is_planned(g, child) || parts[child.index()].empty()) continue;
+      c.repartition += repartition_cost(static_cast<double>(elements(g.node(child).shape)),
+                                        output_partition(g, child, parts[child.index()]),
+                                        operand_partition(g, id, static_cast<int>(i), p));
+    }
+  }
+  return costs;
+}
+
+Plan plan(const Graph& g, std::string_view name, const PlanOptions& o) {
+  if (o.devices < 1) fail("plan: device count ", o.devices, " must be >= 1");
+  if (o.blocks_per_device < 1) fail("plan: blocks per device ", o.blocks_per_device, " must be >= 1");
+  Plan result;
+  result.strategy = std::string(name);
+  std::vector<Parts> parts;
+  if (name == "manual") {
+    if (o.manual_file.empty()) fail("strategy 'manual' needs a decomposition file");
+    result.decomposition = decomposition_from_json(read_json_file(o.manual_file), g, o.manual_file);
+    if (result.decomposition.num_devices != o.devices)
+      fail(o.manual_file, ": the decomposition is for ", result.decomposition.num_devices, " devices, not ", o.devices);
+    for (NodeId id : g.ids()) parts.push_back(result.decomposition.plan(id).partition.parts());
+    result.costs = evaluate(g, parts);
+    return result;
+  }
+  const Strategy* s = nullptr;
+  for (const auto& st : strategies())
+    if (st->name() == name) s = st.get();
+  if (!s) {
+    std::string names;
+    for (const auto& n : strategy_names()) names += (names.empty() ? "" : ", ") + n;
+    fail("unknown strategy '", name, "' (known: ", names, ")");
+  }
+  parts = s->partition(g, o);
+  result.costs = evaluate(g, parts);
+  result.decomposition = place(g, parts, o.devices, o.placement);
+  return result;
+}
+
+}  // namespace tessel::planner

@@ -1,0 +1,76 @@
+#pragma once
+// Strategies turn a Graph into a Decomposition (a partition per node and a device per
+// block). A new strategy is one class implementing Strategy plus one line in
+// strategy.cc's registry.
+//
+//   eindecomp         EinDecomp's dynamic program over trees of the graph (cost.h)
+//   exhaustive        every combination of candidate partitions: the global optimum of
+//                     the same cost, for small graphs (the check on eindecomp)
+//   data-parallel     the data input's leading index (then its next) split everywhere
+//                     it flows; weights whole
+//   megatron          tensor parallel: the index a weight shares with the output split
+//                     (column), the contracted one in the next projection (row);
+//                     attention heads split
+//   sqrt-split        every contraction's output indices split √n ways each (n ways in all)
+//   block-per-device  one block per device along each node's largest output index
+//   split-largest     every node cut into n blocks along its largest indices
+//   manual            a decomposition JSON file (PlanOptions::manual_file)
+//
+// Placement (placement.h) then puts blocks on devices; strategies that only partition
+// use it.
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/graph.h"
+#include "core/partition.h"
+#include "planner/cost.h"
+
+namespace tessel::planner {
+
+struct PlanOptions {
+  int devices = 1;
+  int blocks_per_device = 1;  // k: n·k blocks per node
+  std::string placement = "round-robin";
+  std::string manual_file;                        // for `manual`
+  std::int64_t exhaustive_limit = 5'000'000;      // combinations `exhaustive` may try
+};
+
+// Cost of one node under a decomposition, in elements (cost.h).
+struct NodeCost {
+  double join = 0;         // replication of operands
+  double aggregation = 0;  // partials combined
+  double repartition = 0;  // operands moved into the partition this node needs
+  [[nodiscard]] double total() const { return join + aggregation + repartition; }
+};
+
+struct Plan {
+  std::string strategy;
+  Decomposition decomposition;
+  std::vector<NodeCost> costs;  // per node
+  [[nodiscard]] double total_cost() const;
+};
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+  [[nodiscard]] virtual std::string name() const = 0;
+  [[nodiscard]] virtual std::string help() const = 0;
+  // Parts per index for every node (empty = one block); placement follows.
+  [[nodiscard]] virtual std::vector<Parts> partition(const Graph& g, const PlanOptions& o) const = 0;
+};
+
+[[nodiscard]] const std::vector<std::unique_ptr<Strategy>>& strategies();
+[[nodiscard]] std::vector<std::string> strategy_names();
+
+// Plans `g` with the named strategy and placement. Error naming the strategy, the
+// device counts it can serve, or the graph's size against exhaustive's limit.
+[[nodiscard]] Plan plan(const Graph& g, std::string_view strategy, const PlanOptions& options);
+
+// The cost of any decomposition under cost.h, node by node. Inputs and fills are free
+// (they are loaded or made where they are needed); selects are not modelled (0).
+[[nodiscard]] std::vector<NodeCost> evaluate(const Graph& g, const std::vector<Parts>& parts);
+
+}  // namespace tessel::planner

@@ -1,0 +1,171 @@
+// The planner: EinDecomp's DP against exhaustive search and hand-derived optima, every
+// strategy's decomposition executing to the reference result, and bad input.
+#include "planner/strategy.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "core/error.h"
+#include "core/task_graph.h"
+#include "core/workloads.h"
+#include "runtime/executor.h"
+
+namespace tessel::planner {
+namespace {
+
+double cost_of(const Graph& g, const std::string& strategy, int devices) {
+  PlanOptions o;
+  o.devices = devices;
+  return plan(g, strategy, o).total_cost();
+}
+
+// A random tree: every intermediate result is consumed exactly once.
+Graph random_tree(std::mt19937_64& rng) {
+  auto pow2 = [&](int lo, int hi) { return std::int64_t{1} << std::uniform_int_distribution<int>(lo, hi)(rng); };
+  GraphBuilder g;
+  std::int64_t a = pow2(2, 6), b = pow2(2, 6);
+  NodeId cur = g.input("x0", {a, b});
+  const int steps = std::uniform_int_distribution<int>(1, 3)(rng);
+  for (int s = 0; s < steps; ++s) {
+    std::int64_t c = pow2(2, 6);
+    switch (rng() % 3) {
+      case 0: {  // contraction with a fresh weight
+        NodeId w = g.input("w" + std::to_string(s), {b, c});
+        cur = g.einsum("ij,jk->ik", {cur, w});
+        b = c;
+        break;
+      }
+      case 1: {  // elementwise with a fresh operand of the same shape
+        NodeId y = g.input("y" + std::to_string(s), {a, b});
+        cur = g.map("add(x0,x1)", {cur, y});
+        break;
+      }
+      default: {  // transpose-contract from the left
+        NodeId w = g.input("v" + std::to_string(s), {c, a});
+        cur = g.einsum("ki,ij->kj", {w, cur});
+        a = c;
+        break;
+      }
+    }
+  }
+  g.output(cur, "out");
+  return g.build();
+}
+
+TEST(EinDecomp, EqualsExhaustiveOnRandomTrees) {
+  std::mt19937_64 rng(17);
+  for (int trial = 0; trial < 40; ++trial) {
+    Graph g = random_tree(rng);
+    for (int n : {2, 4, 8})
+      EXPECT_DOUBLE_EQ(cost_of(g, "eindecomp", n), cost_of(g, "exhaustive", n)) << "trial " << trial << " n=" << n;
+  }
+}
+
+TEST(EinDecomp, EqualsExhaustiveOnTheChainWorkloads) {
+  for (const char* w : {"chain:size=64", "chain:m=256,k=16,n=64,p=8", "chain-sum:size=40", "chain-sum:size=100,skewed=1"})
+    for (int n : {2, 4, 8}) {
+      Graph g = build_workload(w);
+      EXPECT_DOUBLE_EQ(cost_of(g, "eindecomp", n), cost_of(g, "exhaustive", n)) << w << " n=" << n;
+    }
+}
+
+// One matmul X[M,K]·Y[K,N], join indices (m, n, k), parts (pm, pn, pk), inputs free:
+//   cost = M·K·pn (X replicated over n) + K·N·pm (Y over m) + M·N·(pk − 1) (partials)
+Parts matmul_choice(std::int64_t m, std::int64_t k, std::int64_t n, int devices, double* cost) {
+  GraphBuilder b;
+  b.output(b.matmul(b.input("X", {m, k}), b.input("Y", {k, n})), "out");
+  Graph g = b.build();
+  PlanOptions o;
+  o.devices = devices;
+  Plan p = plan(g, "eindecomp", o);
+  *cost = p.total_cost();
+  return p.decomposition.plan(NodeId(2)).partition.parts();
+}
+
+TEST(EinDecomp, SingleMatmulMatchesTheOptimumDerivedByHand) {
+  double cost = 0;
+  // Square S=64, n=8: (2,2,2) costs S²(2+2+1) = 5S²; every other split costs >= 6S².
+  EXPECT_EQ(matmul_choice(64, 64, 64, 8, &cost), (Parts{2, 2, 2}));
+  EXPECT_DOUBLE_EQ(cost, 5.0 * 64 * 64);
+  // Square, n=4: (2,2,1), (2,1,2), (1,2,2) all cost 4S² (single splits cost 5S²).
+  Parts p = matmul_choice(64, 64, 64, 4, &cost);
+  EXPECT_DOUBLE_EQ(cost, 4.0 * 64 * 64);
+  EXPECT_TRUE(p == (Parts{2, 2, 1}) || p == (Parts{2, 1, 2}) || p == (Parts{1, 2, 2}));
+  // Tall-skinny M=1024, K=N=16: X = out = 16384, Y = 256 elements; splitting M only
+  // costs 16384 + 256·n, anything else adds at least 16384 more.
+  EXPECT_EQ(matmul_choice(1024, 16, 16, 4, &cost), (Parts{4, 1, 1}));
+  EXPECT_DOUBLE_EQ(cost, 16384 + 256 * 4);
+  EXPECT_EQ(matmul_choice(1024, 16, 16, 8, &cost), (Parts{8, 1, 1}));
+  EXPECT_DOUBLE_EQ(cost, 16384 + 256 * 8);
+  // Large inner K=4096, M=N=16: X = Y = 65536, out = 256; splitting K only costs
+  // 2·65536 + 256·(n−1), any split of M or N replicates an input (+65536 at least).
+  EXPECT_EQ(matmul_choice(16, 4096, 16, 4, &cost), (Parts{1, 1, 4}));
+  EXPECT_DOUBLE_EQ(cost, 2 * 65536 + 256 * 3);
+  EXPECT_EQ(matmul_choice(16, 4096, 16, 8, &cost), (Parts{1, 1, 8}));
+  EXPECT_DOUBLE_EQ(cost, 2 * 65536 + 256 * 7);
+}
+
+TEST(Strategies, EveryStrategyAndPlacementExecutesToTheReferenceResult) {
+  for (const char* w : {"chain:size=32", "chain-sum:size=40,skewed=1", "ffn:tokens=16,dim=8,hidden=16",
+                        "llama-block:model=tiny,seq=8"}) {
+    Graph g = build_workload(w);
+    runtime::TensorMap inputs = runtime::random_inputs(g, 4);
+    runtime::TensorMap want = runtime::evaluate_reference(g, inputs);
+    for (const std::string& s : strategy_names()) {
+      if (s == "manual" || (s == "exhaustive" && std::string(w).starts_with("llama"))) continue;
+      for (const char* placement : {"round-robin", "greedy", "locality"})
+        for (int n : {2, 4}) {
+          PlanOptions o;
+          o.devices = n;
+          o.placement = placement;
+          Plan p = plan(g, s, o);
+          runtime::RunResult r = runtime::BlockExecutor().run(g, lower(g, p.decomposition), inputs);
+          for (const auto& [name, t] : want)
+            EXPECT_LE(compare(r.outputs.at(name), t).normwise_rel, 1e-5) << w << " " << s << " " << placement << " n=" << n;
+        }
+    }
+  }
+}
+
+TEST(Strategies, PlansAreDeterministic) {
+  Graph g = build_workload("llama-block:model=7b");
+  PlanOptions o;
+  o.devices = 64;
+  o.placement = "greedy";
+  EXPECT_EQ(plan(g, "eindecomp", o).decomposition, plan(g, "eindecomp", o).decomposition);
+}
+
+TEST(Strategies, EinDecompIsNoWorseThanTheBaselinesOnItsOwnCost) {
+  Graph g = build_workload("llama-block:model=7b");
+  const double best = cost_of(g, "eindecomp", 8);
+  for (const char* s : {"data-parallel", "megatron", "sqrt-split", "block-per-device", "split-largest"})
+    EXPECT_LE(best, cost_of(g, s, 8)) << s;
+}
+
+TEST(Strategies, BadInputIsNamed) {
+  Graph g = build_workload("chain:size=16");
+  PlanOptions o;
+  o.devices = 3;
+  auto message = [&](const std::string& s) {
+    try {
+      (void)plan(g, s, o);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message("eindecomp").find("needs n·k to be a power of two"), std::string::npos);
+  EXPECT_NE(message("nosuch").find("unknown strategy 'nosuch' (known: eindecomp, exhaustive"), std::string::npos);
+  o.devices = 4;
+  o.placement = "nearest";
+  EXPECT_NE(message("eindecomp").find("unknown placement 'nearest' (known: round-robin, greedy, locality)"),
+            std::string::npos);
+  o.placement = "round-robin";
+  o.exhaustive_limit = 10;
+  EXPECT_NE(message("exhaustive").find("over the limit of 10"), std::string::npos);
+  EXPECT_NE(message("manual").find("needs a decomposition file"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tessel::planner
