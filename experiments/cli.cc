@@ -30,6 +30,7 @@ std::string GraphOptions::describe() const { return graph_file.empty() ? workloa
 void DecompositionOptions::add(CLI::App& app, bool with_devices) {
   if (with_devices)
     app.add_option("-d,--devices", devices, "number of devices")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("-s,--strategy", strategy, "planner strategy (see `tessel plan --help`): eindecomp, megatron, ...");
   app.add_option("--parts", parts,
                  "blocks per node: N (split every node N ways, largest index first) and/or "
                  "NODE=AxBxC,... (parts per join index of NODE)");
@@ -37,8 +38,11 @@ void DecompositionOptions::add(CLI::App& app, bool with_devices) {
 }
 
 Decomposition DecompositionOptions::load(const Graph& g) const {
+  if (static_cast<int>(!strategy.empty()) + static_cast<int>(!parts.empty()) +
+          static_cast<int>(!decomposition_file.empty()) > 1)
+    fail("give one of -s/--strategy, --parts and --decomposition");
+  if (!strategy.empty()) return decompose(g, strategy, devices);
   if (!decomposition_file.empty()) {
-    if (!parts.empty()) fail("give either --parts or --decomposition, not both");
     Decomposition d = decomposition_from_json(read_json_file(decomposition_file), g, decomposition_file);
     return d;
   }

@@ -23,14 +23,15 @@ struct GraphOptions {
   [[nodiscard]] std::string describe() const;
 };
 
-// -d N, --parts SPEC | --decomposition FILE
+// -d N, -s STRATEGY | --parts SPEC | --decomposition FILE
 struct DecompositionOptions {
   int devices = 4;
+  std::string strategy;
   std::string parts;
   std::string decomposition_file;
   void add(CLI::App& app, bool with_devices = true);
-  // Without --parts or --decomposition: every node split into `devices` blocks along
-  // its largest indices (split_largest).
+  // Without -s, --parts or --decomposition: every node split into `devices` blocks
+  // along its largest indices (split_largest).
   [[nodiscard]] Decomposition load(const Graph& g) const;
 };
 

@@ -118,7 +118,7 @@ void add_compare(CLI::App& app) {
   struct Opts {
     GraphOptions graph;
     int devices = 0;
-    std::string strategies = "split-largest";
+    std::string strategies = "eindecomp,data-parallel,megatron";
     std::string policies = "async,bsp";
     std::string backend = "cpu";
     std::string machine;
@@ -132,7 +132,7 @@ void add_compare(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "compare", "plan, simulate and run the same task graphs; lay simulated and measured times side by side");
   o->graph.add(*cmd, "chain:size=512");
-  cmd->add_option("-d,--devices", o->devices, "devices (default: every core)");
+  cmd->add_option("-d,--devices", o->devices, "devices (default: the largest power of two <= the cores)");
   cmd->add_option("-s,--strategy", o->strategies, "comma-separated strategies")->capture_default_str();
   cmd->add_option("--policy", o->policies, "comma-separated policies: async, bsp")->capture_default_str();
   cmd->add_option("--backend", o->backend, "cpu")->capture_default_str();
@@ -145,12 +145,16 @@ void add_compare(CLI::App& app) {
   cmd->add_option("--trace-dir", o->trace_dir, "write every simulated and measured timeline (Chrome trace) here");
   cmd->add_flag("--json", o->json_out, "machine-readable output");
   cmd->footer(
-      "Examples:\n  tessel compare                      (the X·Y·Z chain on every core, async against bsp)\n"
+      "Examples:\n  tessel compare                      (the X·Y·Z chain on the cores, 3 strategies, async against bsp)\n"
       "  tessel calibrate -d 2 -o cpu2.json && tessel compare -w ffn -d 2 -m cpu2.json --json");
   cmd->callback([o] {
     if (o->backend != "cpu") fail("compare: unknown backend '", o->backend, "' (this build runs: cpu)");
     Graph g = o->graph.load();
-    int devices = o->devices > 0 ? o->devices : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    int devices = o->devices;
+    if (devices <= 0) {  // EinDecomp's candidates need a power of two
+      devices = 1;
+      while (devices * 2 <= static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) devices *= 2;
+    }
     std::vector<std::string> strategies = split_list(o->strategies, "--strategy");
     std::vector<runtime::Policy> policies;
     for (const auto& p : split_list(o->policies, "--policy")) policies.push_back(runtime::parse_policy(p));

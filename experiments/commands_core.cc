@@ -135,6 +135,7 @@ void add_einsum(CLI::App& app) {
     std::string join;
     std::string agg;
     std::string backend = "cpu";
+    std::string strategy;
     bool json_out = false;
   };
   auto o = std::make_shared<Opts>();
@@ -144,7 +145,9 @@ void add_einsum(CLI::App& app) {
   cmd->add_option("operands", o->files, ".npy files (float32 or float64, C order)")->required();
   cmd->add_option("-o,--output", o->out, "result .npy file")->required();
   cmd->add_option("-d,--devices", o->devices, "number of devices")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--parts", o->parts, "parts per index letter, e.g. i=2,k=2 (default: the largest index split N ways)");
+  cmd->add_option("--parts", o->parts, "parts per index letter, e.g. i=2,k=2 (instead of --strategy)");
+  cmd->add_option("-s,--strategy", o->strategy,
+                  "planner strategy (default: eindecomp when N is a power of two, else split-largest)");
   cmd->add_option("--join", o->join, "scalar join function (default: product of the operands), e.g. 'add(x0,x1)'");
   cmd->add_option("--agg", o->agg, "aggregation: sum (default), max, min, prod");
   cmd->add_option("--backend", o->backend, "cpu (a worker thread per device) or block (one thread, in order)")
@@ -179,9 +182,13 @@ void add_einsum(CLI::App& app) {
         if (order.find(c) == std::string::npos) order += c;
     std::vector<std::vector<int>> parts(g.size());
     Shape js = g.join_shape(e);
+    Decomposition d;
     if (o->parts.empty()) {
-      parts[e.index()] = split_largest_parts(js, o->devices);
+      // A planner strategy; by default EinDecomp where n is a power of two.
+      const bool power_of_two = (o->devices & (o->devices - 1)) == 0;
+      d = decompose(g, !o->strategy.empty() ? o->strategy : power_of_two ? "eindecomp" : "split-largest", o->devices);
     } else {
+      if (!o->strategy.empty()) fail("give either --parts or --strategy, not both");
       parts[e.index()].assign(js.size(), 1);
       for (const auto& [letter, value] : parse_key_values(o->parts, "--parts")) {
         if (letter.size() != 1 || order.find(letter[0]) == std::string::npos)
@@ -195,10 +202,11 @@ void add_einsum(CLI::App& app) {
         if (v < 1) fail("--parts: ", letter, "=", value, " must be >= 1");
         parts[e.index()][order.find(letter[0])] = v;
       }
+      d = decomposition_from_parts(g, o->devices, parts);
+      // Operand i lives whole on device i mod N; the result is gathered on device 0.
+      for (std::size_t i = 0; i < args.size(); ++i)
+        d.nodes[args[i].index()].devices = {DeviceId(static_cast<int>(i) % o->devices)};
     }
-    Decomposition d = decomposition_from_parts(g, o->devices, parts);
-    // Operand i lives whole on device i mod N; the result is gathered on device 0.
-    for (std::size_t i = 0; i < args.size(); ++i) d.nodes[args[i].index()].devices = {DeviceId(static_cast<int>(i) % o->devices)};
     TaskGraph tg = lower(g, d);
     auto exec = make_executor(o->backend, "async");
     auto t0 = Clock::now();

@@ -35,7 +35,7 @@ TEST(CompareCli, JsonHasRowsPerStrategyAndPolicyWithErrorsAndRanking) {
   ASSERT_EQ(run_tessel("calibrate -d 2 --seconds 0.005 -o " + machine.string()).status, 0);
   auto dir = temp_path("tessel_compare_traces");
   std::filesystem::remove_all(dir);
-  auto r = run_tessel("compare -w chain:size=64 -d 2 --repeat 1 -m " + machine.string() + " --trace-dir " +
+  auto r = run_tessel("compare -w chain:size=64 -d 2 -s split-largest --repeat 1 -m " + machine.string() + " --trace-dir " +
                       dir.string() + " --json");
   ASSERT_EQ(r.status, 0) << r.output();
   auto j = nlohmann::json::parse(r.out);
