@@ -138,6 +138,8 @@ void Machine::validate(std::string_view what_sv) const {
     if (t.cache_capacity_bytes < 0) fail(w, ".cache_capacity_bytes: must be >= 0, got ", t.cache_capacity_bytes);
     if (!finite_non_negative(t.cache_bytes_per_s))
       fail(w, ".cache_bytes_per_s: must be a finite number >= 0, got ", t.cache_bytes_per_s);
+    if (!finite_non_negative(t.transcendental_flops_per_s))
+      fail(w, ".transcendental_flops_per_s: must be a finite number >= 0, got ", t.transcendental_flops_per_s);
     if (!finite_non_negative(t.generic_flops_per_s))
       fail(w, ".generic_flops_per_s: must be a finite number >= 0, got ", t.generic_flops_per_s);
     for (std::size_t p = 0; p < t.efficiency.size(); ++p) {
@@ -609,6 +611,7 @@ json to_json(const Machine& m) {
                      {"sm_count", t.sm_count},
                      {"efficiency", eff},
                      {"generic_flops_per_s", t.generic_flops_per_s},
+                     {"transcendental_flops_per_s", t.transcendental_flops_per_s},
                      {"cache_capacity_bytes", t.cache_capacity_bytes},
                      {"cache_bytes_per_s", t.cache_bytes_per_s},
                      {"single_lane", t.single_lane}});
@@ -673,6 +676,7 @@ Machine machine_from_json(const json& j, std::string_view what_sv) {
     t.launch_latency_s = number_field_or(tj, "launch_latency_s", w, 0.0);
     if (tj.contains("sm_count")) t.sm_count = static_cast<int>(integer(tj.at("sm_count"), w + ".sm_count"));
     t.generic_flops_per_s = number_field_or(tj, "generic_flops_per_s", w, 0.0);
+    t.transcendental_flops_per_s = number_field_or(tj, "transcendental_flops_per_s", w, 0.0);
     t.cache_bytes_per_s = number_field_or(tj, "cache_bytes_per_s", w, 0.0);
     t.cache_capacity_bytes = static_cast<std::int64_t>(number_field_or(tj, "cache_capacity_bytes", w, 0.0));
     if (tj.contains("single_lane")) {

@@ -90,6 +90,8 @@ struct DeviceType {
   // 0 = the same roofline as contractions. CPUs need it: their GEMMs run tens of times
   // faster per flop than transcendental elementwise work.
   double generic_flops_per_s = 0;
+  // Rate of transcendental operations (exp, silu, ...) in such tasks; 0 = no distinction.
+  double transcendental_flops_per_s = 0;
   // One worker does everything: compute, touches and outgoing moves of a device share a
   // single lane (the CPU executor's one thread per device). False: separate compute,
   // copy and comm lanes (GPU streams and copy engines).

@@ -235,6 +235,24 @@ int ScalarOp::flops() const {
   return n;
 }
 
+int ScalarOp::transcendentals() const {
+  int n = 0;
+  for (const auto& in : program_)
+    switch (in.fn) {
+      case ScalarFn::exp:
+      case ScalarFn::log:
+      case ScalarFn::sqrt:
+      case ScalarFn::rsqrt:
+      case ScalarFn::pow:
+      case ScalarFn::silu:
+      case ScalarFn::gelu:
+      case ScalarFn::sigmoid:
+      case ScalarFn::tanh: ++n; break;
+      default: break;
+    }
+  return n;
+}
+
 bool ScalarOp::is_hole(int index) const {
   return program_.size() == 1 && program_[0].fn == ScalarFn::hole && program_[0].hole == index;
 }

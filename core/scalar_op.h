@@ -47,6 +47,9 @@ class ScalarOp {
   [[nodiscard]] int num_holes() const;
   // Floating-point operations per evaluation (one per function node).
   [[nodiscard]] int flops() const;
+  // Of those, transcendental ones (exp, log, sqrt, rsqrt, pow, silu, gelu, sigmoid,
+  // tanh): on a CPU each costs tens of arithmetic operations.
+  [[nodiscard]] int transcendentals() const;
   [[nodiscard]] bool is_hole(int index) const;
   // True for x0*x1 (either order): the join of a plain contraction.
   [[nodiscard]] bool is_product_of_two_holes() const;

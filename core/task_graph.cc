@@ -355,6 +355,7 @@ class Lowering {
       Shape out_shape(j.size.begin(), j.size.begin() + e.out_rank);
       std::int64_t out_elems = elements(out_shape);
       t.flops = e.flops_per_join_element() * static_cast<double>(j.elements());
+      t.transcendental_flops = e.join.transcendentals() * static_cast<double>(j.elements());
       t.bytes = (in_elems + out_elems) * dtype_bytes(n.dtype);
       t.writes = new_buffer(dev, std::move(out_shape), n.dtype, Agg::none, id);
       block_out[b] = t.writes;

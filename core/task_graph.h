@@ -58,6 +58,7 @@ struct Task {
   Agg agg = Agg::none;  // touch accumulate: how to combine
   bool contraction = false;  // compute: the block is a GEMM-like contraction (Einsum::is_contraction)
   double flops = 0;
+  double transcendental_flops = 0;  // compute: the part of `flops` that is exp, log, silu, ...
   std::int64_t bytes = 0;  // compute: bytes read + written; touch/move: bytes of the region; input/output: block bytes
   std::vector<TaskId> deps;
 };

@@ -89,34 +89,47 @@ Calibration calibrate_cpu(const CalibrationOptions& o) {
     c.peak_flops_per_s = std::max(c.peak_flops_per_s, flops / s);
   }
 
-  // Generic kernels: the elementwise and reduction shapes a transformer block has.
+  // Generic kernels: arithmetic elementwise and reduction shapes (generic rate), then
+  // the same with transcendental functions (their extra cost).
   {
     const std::int64_t rows = 256, cols = 1024;
-    std::vector<Einsum> kernels = {
-        Einsum::from_subscripts("ij,ij->ij", {{rows, cols}, {rows, cols}}, ScalarOp::parse("mul(silu(x0),x1)")),
-        Einsum::from_subscripts("ij,i->ij", {{rows, cols}, {rows}}, ScalarOp::parse("exp(sub(x0,x1))")),
-        Einsum::from_subscripts("ij->i", {{rows, cols}}, ScalarOp::parse("x0"), Agg::max),
-        Einsum::from_subscripts("ij,ij->ij", {{rows, cols}, {rows, cols}}, ScalarOp::parse("add(x0,x1)")),
+    auto measure = [&](const std::vector<Einsum>& kernels, double* flops, double* transcendental) {
+      double seconds = 0;
+      *flops = *transcendental = 0;
+      for (const Einsum& e : kernels) {
+        std::vector<std::vector<float>> x(n), y(n), out(n);
+        std::vector<cpu::Scratch<float>> scratch(n);
+        seconds += per_call_seconds(
+            n, o.seconds_per_point,
+            [&](int w) {
+              x[w].assign(static_cast<std::size_t>(rows * cols), 0.5f);
+              y[w].assign(static_cast<std::size_t>(rows * cols), 0.25f);
+              out[w].assign(static_cast<std::size_t>(rows * cols), 0.f);
+            },
+            [&](int w) {
+              std::vector<const float*> ops = {x[w].data()};
+              if (e.inputs.size() > 1) ops.push_back(y[w].data());
+              cpu::einsum_block<float>(e, ops, out[w].data(), scratch[w]);
+            });
+        *flops += e.flops();
+        *transcendental += e.join.transcendentals() * static_cast<double>(e.join_elements());
+      }
+      return seconds;
     };
-    double flops = 0, seconds = 0;
-    for (const Einsum& e : kernels) {
-      std::vector<std::vector<float>> x(n), y(n), out(n);
-      std::vector<cpu::Scratch<float>> scratch(n);
-      seconds += per_call_seconds(
-          n, o.seconds_per_point,
-          [&](int w) {
-            x[w].assign(static_cast<std::size_t>(rows * cols), 0.5f);
-            y[w].assign(static_cast<std::size_t>(rows * cols), 0.25f);
-            out[w].assign(static_cast<std::size_t>(rows * cols), 0.f);
-          },
-          [&](int w) {
-            std::vector<const float*> ops = {x[w].data()};
-            if (e.inputs.size() > 1) ops.push_back(y[w].data());
-            cpu::einsum_block<float>(e, ops, out[w].data(), scratch[w]);
-          });
-      flops += e.flops();
-    }
-    c.generic_flops_per_s = flops / seconds;
+    double flops = 0, tr = 0;
+    double arith_s = measure(
+        {Einsum::from_subscripts("ij,ij->ij", {{rows, cols}, {rows, cols}}, ScalarOp::parse("mul(x0,x1)")),
+         Einsum::from_subscripts("ij,i->ij", {{rows, cols}, {rows}}, ScalarOp::parse("sub(x0,x1)")),
+         Einsum::from_subscripts("ij->i", {{rows, cols}}, ScalarOp::parse("x0"), Agg::max),
+         Einsum::from_subscripts("ij,ij->ij", {{rows, cols}, {rows, cols}}, ScalarOp::parse("add(x0,x1)"))},
+        &flops, &tr);
+    c.generic_flops_per_s = flops / arith_s;
+    double tr_s = measure({Einsum::from_subscripts("ij->ij", {{rows, cols}}, ScalarOp::parse("exp(x0)")),
+                           Einsum::from_subscripts("ij,ij->ij", {{rows, cols}, {rows, cols}},
+                                                   ScalarOp::parse("mul(silu(x0),x1)"))},
+                          &flops, &tr);
+    double arith_part = (flops - tr) / c.generic_flops_per_s;
+    c.transcendental_flops_per_s = tr / std::max(tr_s - arith_part, tr_s * 0.1);
   }
 
   // Strided copies inside one worker's memory, as touches do them.
@@ -211,6 +224,7 @@ Machine machine_from_calibration(const Calibration& c) {
   for (const auto& p : c.gemm)
     t.efficiency.push_back({p.flops, std::clamp(p.flops_per_s / c.peak_flops_per_s, 1e-6, 1.0)});
   t.generic_flops_per_s = c.generic_flops_per_s;
+  t.transcendental_flops_per_s = c.transcendental_flops_per_s;
   t.memory_bytes_per_s = c.memory_bytes_per_s;
   t.cache_capacity_bytes = c.cache_capacity_bytes;
   t.cache_bytes_per_s = c.cache_bytes_per_s;
@@ -246,6 +260,7 @@ nlohmann::json to_json(const Calibration& c) {
           {"gemm", gemm},
           {"peak_flops_per_s", c.peak_flops_per_s},
           {"generic_flops_per_s", c.generic_flops_per_s},
+          {"transcendental_flops_per_s", c.transcendental_flops_per_s},
           {"memory_bytes_per_s", c.memory_bytes_per_s},
           {"cache_capacity_bytes", c.cache_capacity_bytes},
           {"cache_bytes_per_s", c.cache_bytes_per_s},

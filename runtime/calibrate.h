@@ -35,7 +35,8 @@ struct Calibration {
   };
   std::vector<GemmPoint> gemm;
   double peak_flops_per_s = 0;          // best GEMM rate per worker
-  double generic_flops_per_s = 0;       // per worker
+  double generic_flops_per_s = 0;       // per worker, arithmetic elementwise/reduction kernels
+  double transcendental_flops_per_s = 0;  // per worker, exp/silu/... evaluations in such kernels
   double memory_bytes_per_s = 0;        // per worker, bytes read + written, past the caches
   std::int64_t cache_capacity_bytes = 0;  // per-core L2 (sysconf), traffic that stays in cache
   double cache_bytes_per_s = 0;         // per worker, bytes read + written within the cache

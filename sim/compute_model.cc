@@ -22,7 +22,14 @@ double compute_seconds(const Task& t, const TaskGraph& tg, const DeviceType& dt)
       fail("device type '", dt.name, "' has no peak_flops_per_s for ", to_string(dtype), " (needed by ",
            to_string(t.kind), " tasks)");
     const bool generic_rate = t.kind == TaskKind::compute && !t.contraction && dt.generic_flops_per_s > 0;
-    flop_s = generic_rate ? t.flops / dt.generic_flops_per_s : t.flops / (peak * dt.efficiency_at(t.flops));
+    if (!generic_rate) {
+      flop_s = t.flops / (peak * dt.efficiency_at(t.flops));
+    } else if (dt.transcendental_flops_per_s > 0) {
+      flop_s = (t.flops - t.transcendental_flops) / dt.generic_flops_per_s +
+               t.transcendental_flops / dt.transcendental_flops_per_s;
+    } else {
+      flop_s = t.flops / dt.generic_flops_per_s;
+    }
   }
   const double traffic = memory_traffic_bytes(t);
   const bool cached = dt.cache_bytes_per_s > 0 && traffic <= static_cast<double>(dt.cache_capacity_bytes);

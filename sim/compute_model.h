@@ -4,7 +4,8 @@
 //   compute, accumulate touch   max(flops / (peak[dtype] × efficiency(flops)),
 //                                   memory bytes / memory bandwidth) + launch latency
 //                               (a compute task that is no contraction uses the device
-//                               type's generic_flops_per_s instead, when it is set)
+//                               type's generic_flops_per_s instead, when it is set, and
+//                               transcendental_flops_per_s for its exp/silu/... part)
 //   copy touch                  memory bytes / memory bandwidth + launch latency
 //   input, output               0 (inputs are resident when the run starts; outputs stay
 //                               where they are)
