@@ -10,23 +10,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/support/cli.h"
+
 namespace {
 
 struct Result {
   int status = -1;
-  std::string output;  // stdout and stderr
+  std::string output;  // stdout, then stderr
 };
 
 Result tessel(const std::string& args) {
-  Result r;
-  std::string cmd = std::string(TESSEL_CLI_PATH) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  while (std::size_t n = fread(buf, 1, sizeof buf, p)) r.output.append(buf, n);
-  int status = pclose(p);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  auto r = tessel::testing::run_tessel(args);
+  return {r.status, r.output()};
 }
 
 const std::string kData = std::string(TESSEL_TEST_DATA_DIR) + "/sim/";
