@@ -182,6 +182,13 @@ json to_json(const Decomposition& d, const Graph& g) {
     json devs = json::array();
     for (DeviceId dv : p.devices) devs.push_back(dv.value);
     o["devices"] = devs;
+    if (p.output) {
+      if (p.output->is_even()) {
+        o["output_parts"] = p.output->parts();
+      } else {
+        o["output_bounds"] = p.output->bounds();
+      }
+    }
     if (!p.agg_devices.empty()) {
       json a = json::array();
       for (DeviceId dv : p.agg_devices) a.push_back(dv.value);
@@ -233,6 +240,17 @@ Decomposition decomposition_from_json(const json& j, const Graph& g, std::string
       } else {
         for (std::int64_t b = 0; b < plan.partition.num_blocks(); ++b)
           plan.devices.emplace_back(static_cast<std::int32_t>(b % devices));
+      }
+      plan.output.reset();
+      try {
+        if (o.contains("output_parts"))
+          plan.output = Partition::even(g.node(*id).shape, get_field<std::vector<int>>(o, "output_parts", where));
+        else if (o.contains("output_bounds"))
+          plan.output =
+              Partition::from_bounds(get_field<std::vector<std::vector<std::int64_t>>>(o, "output_bounds", where));
+      } catch (const Error& e) {
+        if (std::string(e.what()).rfind(where, 0) == 0) throw;
+        fail(where, ": output partition: ", e.what());
       }
       plan.agg_devices.clear();
       if (o.contains("agg_devices"))

@@ -1,6 +1,7 @@
 #include "core/partition.h"
 
 #include <algorithm>
+#include <array>
 #include <cassert>
 #include <sstream>
 
@@ -112,6 +113,31 @@ std::int64_t partials_per_output_block(const Graph& g, NodeId id, const Partitio
   return n;
 }
 
+OutputBlocks output_blocks(const Graph& g, NodeId id, const NodePlan& plan) {
+  const int out_rank = g.out_rank(id);
+  const Partition prefix = plan.partition.prefix(out_rank);
+  const std::int64_t partials = partials_per_output_block(g, id, plan.partition);
+  OutputBlocks out;
+  out.partition = plan.output ? *plan.output : prefix;
+  for (std::int64_t o = 0; o < out.partition.num_blocks(); ++o) {
+    if (partials > 1 && !plan.agg_devices.empty()) {
+      out.devices.push_back(plan.agg_devices[static_cast<std::size_t>(o)]);
+    } else if (!plan.output) {
+      out.devices.push_back(plan.devices[static_cast<std::size_t>(o * partials)]);
+    } else {
+      // The first partial overlapping the block (prefix blocks are in row-major order).
+      Rect block = out.partition.block(o);
+      std::array<int, kMaxRank> c{};
+      for (int d = 0; d < out_rank; ++d) {
+        int last = 0;
+        prefix.overlapping(d, block.offset[d], block.offset[d] + block.size[d], &c[d], &last);
+      }
+      out.devices.push_back(plan.devices[static_cast<std::size_t>(prefix.block_index(c) * partials)]);
+    }
+  }
+  return out;
+}
+
 void Decomposition::validate(const Graph& g) const {
   if (num_devices < 1) fail("decomposition: device count ", num_devices, " must be >= 1");
   if (nodes.size() != g.size())
@@ -131,6 +157,14 @@ void Decomposition::validate(const Graph& g) const {
         fail("decomposition: node '", n.name, "': device ", d.value, " out of range [0, ", num_devices, ")");
     std::int64_t partials = partials_per_output_block(g, id, plan.partition);
     std::int64_t out_blocks = plan.partition.num_blocks() / partials;
+    if (plan.output) {
+      if (partials == 1)
+        fail("decomposition: node '", n.name, "': an output partition is given but no aggregated index is split");
+      if (plan.output->shape() != n.shape)
+        fail("decomposition: node '", n.name, "': output partition covers ", tessel::to_string(plan.output->shape()),
+             " but the output shape is ", tessel::to_string(n.shape));
+      out_blocks = plan.output->num_blocks();
+    }
     if (partials > 1) {
       if (!plan.agg_devices.empty() && static_cast<std::int64_t>(plan.agg_devices.size()) != out_blocks)
         fail("decomposition: node '", n.name, "': ", plan.agg_devices.size(), " aggregation devices for ", out_blocks,

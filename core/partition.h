@@ -8,6 +8,7 @@
 // partial results are aggregated.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,7 +52,11 @@ class Partition {
 
 struct NodePlan {
   Partition partition;
-  std::vector<DeviceId> devices;      // one per block of `partition`
+  std::vector<DeviceId> devices;  // one per block of `partition`
+  // Only for an einsum whose aggregated indices are split: the partition its partials
+  // are aggregated into (EinDecomp's post-aggregation partition); none = the join
+  // partition's output indices.
+  std::optional<Partition> output;
   std::vector<DeviceId> agg_devices;  // one per output block, only when aggregated indices are split
   friend bool operator==(const NodePlan&, const NodePlan&) = default;
 };
@@ -70,6 +75,16 @@ struct Decomposition {
 // Number of output blocks with their partials: for an einsum whose aggregated indices
 // are split, how many partial blocks feed each output block.
 [[nodiscard]] std::int64_t partials_per_output_block(const Graph& g, NodeId id, const Partition& p);
+
+// A node's output as its consumers see it: the partition (NodePlan::output, or the join
+// partition's output indices) and the device of every block (the aggregation site
+// where partials are combined: agg_devices, or the device of the first partial that
+// overlaps the block).
+struct OutputBlocks {
+  Partition partition;
+  std::vector<DeviceId> devices;
+};
+[[nodiscard]] OutputBlocks output_blocks(const Graph& g, NodeId id, const NodePlan& plan);
 
 // A decomposition from per-node part counts (missing nodes get one block), blocks
 // placed round-robin over `num_devices`, starting each node at device 0, aggregation

@@ -368,6 +368,61 @@ class Lowering {
       pr.devices = plan.devices;
       return;
     }
+    if (plan.output) {
+      // Aggregate into another partition: every output block accumulates, at its site,
+      // the piece of each partial that overlaps it (moved there when it lives elsewhere).
+      const Partition prefix = pr.partition;
+      OutputBlocks ob = output_blocks(g_, id, plan);
+      pr.partition = ob.partition;
+      for (std::int64_t o = 0; o < ob.partition.num_blocks(); ++o) {
+        const Rect out_rect = ob.partition.block(o);
+        const DeviceId site = ob.devices[static_cast<std::size_t>(o)];
+        BufferId result = new_buffer(site, out_rect.shape(), n.dtype, e.agg, id);
+        for_overlapping(prefix, out_rect, [&](std::int64_t pb, const Rect& partial_rect) {
+          Rect inter;
+          bool ok = intersect(out_rect, partial_rect, &inter);
+          assert(ok);
+          (void)ok;
+          const Rect src_region = relative_to(inter, partial_rect);
+          const Rect dst_region = relative_to(inter, out_rect);
+          const Rect whole = Rect::whole(inter.shape());
+          // Partials of this piece on one device are combined there first, then moved once.
+          std::vector<DeviceId> order;
+          std::vector<std::vector<BufferId>> groups;
+          for (std::int64_t a = 0; a < partials; ++a) {
+            DeviceId dev = plan.devices[pb * partials + a];
+            std::int32_t& slot = group_of_device_[dev.index()];
+            if (slot < 0) {
+              slot = static_cast<std::int32_t>(order.size());
+              order.push_back(dev);
+              groups.emplace_back();
+            }
+            groups[slot].push_back(block_out[pb * partials + a]);
+          }
+          for (DeviceId dev : order) group_of_device_[dev.index()] = -1;
+          for (std::size_t gi = 0; gi < order.size(); ++gi) {
+            if (order[gi] == site) {
+              for (BufferId b : groups[gi]) touch(b, src_region, result, dst_region, TouchOp::accumulate, e.agg);
+              continue;
+            }
+            BufferId piece;
+            Rect piece_region = src_region;
+            if (groups[gi].size() == 1) {
+              piece = groups[gi][0];
+            } else {
+              piece = new_buffer(order[gi], inter.shape(), n.dtype, e.agg, id);
+              for (BufferId b : groups[gi]) touch(b, src_region, piece, whole, TouchOp::accumulate, e.agg);
+              piece_region = whole;
+            }
+            BufferId moved = move(piece, piece_region, site);
+            touch(moved, whole, result, dst_region, TouchOp::accumulate, e.agg);
+          }
+        });
+        pr.buffers.push_back(result);
+        pr.devices.push_back(site);
+      }
+      return;
+    }
     // Aggregate the partials of every output block at its aggregation site: partials
     // on one device are first combined there, then moved once.
     for (std::int64_t o = 0; o < out_blocks; ++o) {

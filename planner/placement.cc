@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "planner/strategy.h"
 
 namespace tessel::planner {
 
@@ -31,14 +32,12 @@ std::vector<double> operand_bytes_by_device(const Graph& g, const Decomposition&
     } else {
       continue;  // a select of another shape: not modelled
     }
-    const Partition out = d.plan(p).partition.prefix(g.out_rank(p));
-    const NodePlan& pp = d.plan(p);
-    const std::int64_t partials = pp.partition.num_blocks() / out.num_blocks();
-    for (std::int64_t ob = 0; ob < out.num_blocks(); ++ob) {
+    const OutputBlocks out = output_blocks(g, p, d.plan(p));
+    for (std::int64_t ob = 0; ob < out.partition.num_blocks(); ++ob) {
       Rect inter;
-      if (!intersect(r, out.block(ob), &inter)) continue;
-      DeviceId where = partials > 1 && !pp.agg_devices.empty() ? pp.agg_devices[ob] : pp.devices[ob * partials];
-      by[where.index()] += static_cast<double>(inter.elements() * dtype_bytes(g.node(p).dtype));
+      if (!intersect(r, out.partition.block(ob), &inter)) continue;
+      by[out.devices[static_cast<std::size_t>(ob)].index()] +=
+          static_cast<double>(inter.elements() * dtype_bytes(g.node(p).dtype));
     }
   }
   return by;
@@ -46,7 +45,7 @@ std::vector<double> operand_bytes_by_device(const Graph& g, const Decomposition&
 
 }  // namespace
 
-Decomposition place(const Graph& g, const std::vector<Parts>& parts, int devices, std::string_view placement,
+Decomposition place(const Graph& g, const Partitioning& parts, int devices, std::string_view placement,
                     double flops_per_byte) {
   const std::vector<std::string> known = placement_names();
   if (std::find(known.begin(), known.end(), placement) == known.end()) {
@@ -54,7 +53,10 @@ Decomposition place(const Graph& g, const std::vector<Parts>& parts, int devices
     for (const auto& n : known) names += (names.empty() ? "" : ", ") + n;
     fail("unknown placement '", placement, "' (known: ", names, ")");
   }
-  Decomposition d = decomposition_from_parts(g, devices, parts);  // round-robin
+  Decomposition d = decomposition_from_parts(g, devices, parts.join);  // round-robin
+  for (NodeId id : g.ids())
+    if (!parts.output.empty() && !parts.output[id.index()].empty())
+      d.nodes[id.index()].output = Partition::even(g.node(id).shape, parts.output[id.index()]);
   if (placement == "round-robin") return d;
   std::vector<double> load(static_cast<std::size_t>(devices), 0.0);
   for (NodeId id : g.ids()) {
@@ -88,14 +90,22 @@ Decomposition place(const Graph& g, const std::vector<Parts>& parts, int devices
       }
       plan.devices[static_cast<std::size_t>(b)] = DeviceId(best);
     }
-    // Aggregate split partials where most of them already are.
+    // Aggregate split partials where most of their volume already is.
     const std::int64_t partials = partials_per_output_block(g, id, plan.partition);
     if (partials > 1) {
       plan.agg_devices.clear();
-      for (std::int64_t o = 0; o < plan.partition.num_blocks() / partials; ++o) {
-        std::vector<int> count(static_cast<std::size_t>(devices), 0);
-        for (std::int64_t a = 0; a < partials; ++a) ++count[plan.devices[o * partials + a].index()];
-        plan.agg_devices.emplace_back(static_cast<std::int32_t>(std::max_element(count.begin(), count.end()) - count.begin()));
+      const Partition prefix = plan.partition.prefix(g.out_rank(id));
+      const Partition out = plan.output ? *plan.output : prefix;
+      for (std::int64_t o = 0; o < out.num_blocks(); ++o) {
+        std::vector<double> volume(static_cast<std::size_t>(devices), 0.0);
+        for (std::int64_t pb = 0; pb < prefix.num_blocks(); ++pb) {
+          Rect inter;
+          if (!intersect(out.block(o), prefix.block(pb), &inter)) continue;
+          for (std::int64_t a = 0; a < partials; ++a)
+            volume[plan.devices[pb * partials + a].index()] += static_cast<double>(inter.elements());
+        }
+        plan.agg_devices.emplace_back(
+            static_cast<std::int32_t>(std::max_element(volume.begin(), volume.end()) - volume.begin()));
       }
     }
   }

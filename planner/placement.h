@@ -21,7 +21,8 @@ namespace tessel::planner {
 [[nodiscard]] std::vector<std::string> placement_names();
 
 // Error listing the known placements on an unknown name.
-[[nodiscard]] Decomposition place(const Graph& g, const std::vector<Parts>& parts, int devices,
+struct Partitioning;
+[[nodiscard]] Decomposition place(const Graph& g, const Partitioning& parts, int devices,
                                   std::string_view placement, double flops_per_byte = 1000);
 
 }  // namespace tessel::planner

@@ -35,11 +35,15 @@ int require_power_of_two(const std::string& strategy, const PlanOptions& o) {
 }
 
 // Leaves and outputs take the partition their (first) consumer / producer implies.
-void fill_unplanned(const Graph& g, std::vector<Parts>& parts) {
+void fill_unplanned(const Graph& g, std::vector<Parts>& parts, const std::vector<Parts>& outputs = {}) {
   auto consumers = g.consumers();
+  auto out_of = [&](NodeId id) {
+    if (!outputs.empty() && !outputs[id.index()].empty()) return outputs[id.index()];
+    return output_partition(g, id, parts[id.index()]);
+  };
   for (NodeId id : g.ids()) {
     const Node& n = g.node(id);
-    if (n.kind == NodeKind::output) parts[id.index()] = output_partition(g, n.inputs[0], parts[n.inputs[0].index()]);
+    if (n.kind == NodeKind::output) parts[id.index()] = out_of(n.inputs[0]);
   }
   for (NodeId id : g.ids()) {
     if (!is_leaf(g, id)) continue;
@@ -60,6 +64,20 @@ void fill_unplanned(const Graph& g, std::vector<Parts>& parts) {
   }
 }
 
+bool splits_aggregation(const Graph& g, NodeId id, const Parts& p) {
+  for (int j = g.out_rank(id); j < static_cast<int>(p.size()); ++j)
+    if (p[static_cast<std::size_t>(j)] > 1) return true;
+  return false;
+}
+
+// An einsum whose only consumer is an einsum may aggregate its partials straight into
+// the partition that consumer needs (EinDecomp's post-aggregation partition): the
+// aggregation costs the same whatever the target, so the repartition after it is 0.
+bool may_choose_output(const Graph& g, NodeId id, const std::vector<std::vector<NodeId>>& consumers) {
+  return g.node(id).kind == NodeKind::einsum && g.node(id).einsum.aggregates() && consumers[id.index()].size() == 1 &&
+         g.node(consumers[id.index()][0]).kind == NodeKind::einsum;
+}
+
 // ---- eindecomp ---------------------------------------------------------------
 
 class EinDecomp final : public Strategy {
@@ -69,20 +87,23 @@ class EinDecomp final : public Strategy {
     return "EinDecomp's dynamic program over trees: minimises elements replicated, aggregated and repartitioned";
   }
 
-  std::vector<Parts> partition(const Graph& g, const PlanOptions& o) const override {
+  Partitioning partition(const Graph& g, const PlanOptions& o) const override {
     const int total = require_power_of_two(name(), o);
     const auto consumers = g.consumers();
     const std::size_t n = g.size();
     std::vector<std::vector<Parts>> cands(n);
-    std::vector<std::vector<double>> best(n);  // subtree cost per candidate
-    // choice[node][cand][operand] = chosen candidate of an in-tree operand, -1 otherwise
-    std::vector<std::vector<std::vector<int>>> choice(n);
-    std::vector<int> fixed(n, -1);  // chosen candidate of solved tree roots
-    std::vector<Parts> parts(n);
+    std::vector<std::vector<double>> best(n);  // subtree cost per join candidate
+    std::vector<double> free_cost(n, std::numeric_limits<double>::infinity());  // best aggregating candidate
+    std::vector<int> free_arg(n, -1);
+    // choice[node][cand][operand] = the operand's chosen candidate (in-tree operands),
+    // and whether it aggregates straight into what this node needs.
+    std::vector<std::vector<std::vector<std::pair<int, bool>>>> choice(n);
+    std::vector<char> fixed(n, 0);
+    Partitioning result;
+    result.join.assign(n, {});
+    result.output.assign(n, {});
 
-    auto in_tree = [&](NodeId child) {
-      return is_planned(g, child) && consumers[child.index()].size() == 1;
-    };
+    auto in_tree = [&](NodeId child) { return is_planned(g, child) && consumers[child.index()].size() == 1; };
     for (NodeId id : g.ids()) {
       if (!is_planned(g, id)) continue;
       const Node& node = g.node(id);
@@ -90,9 +111,9 @@ class EinDecomp final : public Strategy {
       if (cands[id.index()].empty()) cands[id.index()].push_back(Parts(g.join_shape(id).size(), 1));
       const auto& cs = cands[id.index()];
       best[id.index()].assign(cs.size(), 0);
-      choice[id.index()].assign(cs.size(), std::vector<int>(node.inputs.size(), -1));
-      // Per operand: the best cost of reaching each needed partition, memoised.
-      std::vector<std::map<Parts, std::pair<double, int>>> memo(node.inputs.size());
+      choice[id.index()].assign(cs.size(), std::vector<std::pair<int, bool>>(node.inputs.size(), {-1, false}));
+      // Per operand: the best cost of delivering each needed partition, memoised.
+      std::vector<std::map<Parts, std::pair<double, std::pair<int, bool>>>> memo(node.inputs.size());
       for (std::size_t c = 0; c < cs.size(); ++c) {
         double cost = join_cost(g, id, cs[c]) + aggregation_cost(g, id, cs[c]);
         for (std::size_t i = 0; i < node.inputs.size(); ++i) {
@@ -102,26 +123,26 @@ class EinDecomp final : public Strategy {
               const auto& bc = best[child.index()];
               int arg = static_cast<int>(std::min_element(bc.begin(), bc.end()) - bc.begin());
               cost += bc[static_cast<std::size_t>(arg)];
-              choice[id.index()][c][i] = arg;
+              choice[id.index()][c][i] = {arg, false};
             }
             continue;
           }
           Parts need = operand_partition(g, id, static_cast<int>(i), cs[c]);
           const double elems = static_cast<double>(elements(g.node(child).shape));
           if (!in_tree(child)) {  // solved earlier: its partition is fixed
-            cost += repartition_cost(elems, output_partition(g, child, parts[child.index()]), need);
+            cost += repartition_cost(elems, result.output_of(g, child), need);
             continue;
           }
           auto it = memo[i].find(need);
           if (it == memo[i].end()) {
-            double m = std::numeric_limits<double>::infinity();
-            int arg = 0;
+            double m = free_cost[child.index()];  // aggregate straight into `need`
+            std::pair<int, bool> arg{free_arg[child.index()], true};
             const auto& ccs = cands[child.index()];
             for (std::size_t q = 0; q < ccs.size(); ++q) {
               double v = best[child.index()][q] + repartition_cost(elems, output_partition(g, child, ccs[q]), need);
               if (v < m) {
                 m = v;
-                arg = static_cast<int>(q);
+                arg = {static_cast<int>(q), false};
               }
             }
             it = memo[i].emplace(need, std::make_pair(m, arg)).first;
@@ -130,28 +151,39 @@ class EinDecomp final : public Strategy {
           choice[id.index()][c][i] = it->second.second;
         }
         best[id.index()][c] = cost;
+        if (may_choose_output(g, id, consumers) && splits_aggregation(g, id, cs[c]) && cost < free_cost[id.index()]) {
+          free_cost[id.index()] = cost;
+          free_arg[id.index()] = static_cast<int>(c);
+        }
       }
       // A tree root (several consumers, or none planned downstream): fix the tree now.
       if (!in_tree(id) || !is_planned(g, consumers[id.index()][0])) {
         const auto& b = best[id.index()];
         int arg = static_cast<int>(std::min_element(b.begin(), b.end()) - b.begin());
-        fix(g, id, arg, cands, choice, parts, fixed);
+        fix(g, id, arg, cands, choice, result, fixed);
       }
     }
-    fill_unplanned(g, parts);
-    return parts;
+    fill_unplanned(g, result.join, result.output);
+    return result;
   }
 
  private:
   static void fix(const Graph& g, NodeId id, int c, const std::vector<std::vector<Parts>>& cands,
-                  const std::vector<std::vector<std::vector<int>>>& choice, std::vector<Parts>& parts,
-                  std::vector<int>& fixed) {
-    fixed[id.index()] = c;
-    parts[id.index()] = cands[id.index()][static_cast<std::size_t>(c)];
+                  const std::vector<std::vector<std::vector<std::pair<int, bool>>>>& choice, Partitioning& result,
+                  std::vector<char>& fixed) {
+    fixed[id.index()] = 1;
+    const Parts& p = cands[id.index()][static_cast<std::size_t>(c)];
+    result.join[id.index()] = p;
     const Node& node = g.node(id);
     for (std::size_t i = 0; i < node.inputs.size(); ++i) {
-      int q = choice[id.index()][static_cast<std::size_t>(c)][i];
-      if (q >= 0 && fixed[node.inputs[i].index()] < 0) fix(g, node.inputs[i], q, cands, choice, parts, fixed);
+      auto [q, into_need] = choice[id.index()][static_cast<std::size_t>(c)][i];
+      NodeId child = node.inputs[i];
+      if (q < 0 || fixed[child.index()]) continue;
+      fix(g, child, q, cands, choice, result, fixed);
+      if (into_need) {
+        Parts need = operand_partition(g, id, static_cast<int>(i), p);
+        if (need != output_partition(g, child, result.join[child.index()])) result.output[child.index()] = need;
+      }
     }
   }
 };
@@ -163,8 +195,9 @@ class Exhaustive final : public Strategy {
   std::string name() const override { return "exhaustive"; }
   std::string help() const override { return "the global optimum of eindecomp's cost over every combination (small graphs)"; }
 
-  std::vector<Parts> partition(const Graph& g, const PlanOptions& o) const override {
+  Partitioning partition(const Graph& g, const PlanOptions& o) const override {
     const int total = require_power_of_two(name(), o);
+    const auto consumers = g.consumers();
     std::vector<NodeId> planned;
     std::vector<std::vector<Parts>> cands;
     double combos = 1;
@@ -179,23 +212,39 @@ class Exhaustive final : public Strategy {
     if (combos > static_cast<double>(o.exhaustive_limit))
       fail("strategy 'exhaustive': ", planned.size(), " nodes give ", combos, " combinations, over the limit of ",
            o.exhaustive_limit, " (use eindecomp, or a smaller graph or device count)");
-    std::vector<Parts> parts(g.size()), best_parts;
+    Partitioning p, best_p;
+    p.join.assign(g.size(), {});
+    p.output.assign(g.size(), {});
     double best = std::numeric_limits<double>::infinity();
     std::vector<std::size_t> idx(planned.size(), 0);
     for (;;) {
-      for (std::size_t k = 0; k < planned.size(); ++k) parts[planned[k].index()] = cands[k][idx[k]];
+      for (std::size_t k = 0; k < planned.size(); ++k) p.join[planned[k].index()] = cands[k][idx[k]];
+      // Given every join partition, aggregating straight into the single consumer's
+      // need is optimal (the aggregation costs the same whatever its target).
+      for (NodeId id : planned) {
+        p.output[id.index()].clear();
+        if (!may_choose_output(g, id, consumers) || !splits_aggregation(g, id, p.join[id.index()])) continue;
+        NodeId c = consumers[id.index()][0];
+        const Node& cn = g.node(c);
+        for (std::size_t i = 0; i < cn.inputs.size(); ++i)
+          if (cn.inputs[i] == id) {
+            Parts need = operand_partition(g, c, static_cast<int>(i), p.join[c.index()]);
+            if (need != output_partition(g, id, p.join[id.index()])) p.output[id.index()] = need;
+            break;
+          }
+      }
       double cost = 0;
-      for (const NodeCost& c : evaluate(g, parts)) cost += c.total();
+      for (const NodeCost& c : evaluate(g, p)) cost += c.total();
       if (cost < best) {  // strict: the first optimum in enumeration order wins ties
         best = cost;
-        best_parts = parts;
+        best_p = p;
       }
       std::size_t k = 0;
       while (k < planned.size() && ++idx[k] == cands[k].size()) idx[k++] = 0;
       if (k == planned.size()) break;
     }
-    fill_unplanned(g, best_parts);
-    return best_parts;
+    fill_unplanned(g, best_p.join, best_p.output);
+    return best_p;
   }
 };
 
@@ -249,7 +298,7 @@ class DataParallel final : public Strategy {
   std::string help() const override {
     return "the data input's leading index (batch, then the next: tokens) split everywhere; weights whole";
   }
-  std::vector<Parts> partition(const Graph& g, const PlanOptions& o) const override {
+  Partitioning partition(const Graph& g, const PlanOptions& o) const override {
     NodeId x = data_input(g);
     auto first = follow(g, x, 0);
     auto second = g.node(x).shape.size() > 1 ? follow(g, x, 1) : std::vector<int>(g.size(), -1);
@@ -262,7 +311,7 @@ class DataParallel final : public Strategy {
       parts[id.index()] = split_in_order(g.join_shape(id), order, o.devices * o.blocks_per_device);
     }
     fill_unplanned(g, parts);
-    return parts;
+    return {parts, {}};
   }
 };
 
@@ -272,7 +321,7 @@ class Megatron final : public Strategy {
   std::string help() const override {
     return "tensor parallel: projections column- then row-split, attention heads split; the rest whole";
   }
-  std::vector<Parts> partition(const Graph& g, const PlanOptions& o) const override {
+  Partitioning partition(const Graph& g, const PlanOptions& o) const override {
     const NodeId x = data_input(g);
     const int blocks = o.devices * o.blocks_per_device;
     std::vector<int> sharded(g.size(), -1);  // join index of each node that is split
@@ -306,7 +355,7 @@ class Megatron final : public Strategy {
     for (NodeId id : g.ids())
       if (is_planned(g, id) && parts[id.index()].empty()) parts[id.index()] = Parts(g.join_shape(id).size(), 1);
     fill_unplanned(g, parts);
-    return parts;
+    return {parts, {}};
   }
 };
 
@@ -314,7 +363,7 @@ class SqrtSplit final : public Strategy {
  public:
   std::string name() const override { return "sqrt-split"; }
   std::string help() const override { return "every node's output indices split about √n ways each (n blocks in all)"; }
-  std::vector<Parts> partition(const Graph& g, const PlanOptions& o) const override {
+  Partitioning partition(const Graph& g, const PlanOptions& o) const override {
     const int total = require_power_of_two(name(), o);
     std::vector<Parts> parts(g.size());
     for (NodeId id : g.ids()) {
@@ -335,7 +384,7 @@ class SqrtSplit final : public Strategy {
       parts[id.index()] = p;
     }
     fill_unplanned(g, parts);
-    return parts;
+    return {parts, {}};
   }
 };
 
@@ -343,7 +392,7 @@ class BlockPerDevice final : public Strategy {
  public:
   std::string name() const override { return "block-per-device"; }
   std::string help() const override { return "one block per device along each node's largest output index"; }
-  std::vector<Parts> partition(const Graph& g, const PlanOptions& o) const override {
+  Partitioning partition(const Graph& g, const PlanOptions& o) const override {
     std::vector<Parts> parts(g.size());
     for (NodeId id : g.ids()) {
       if (!is_planned(g, id)) continue;
@@ -357,7 +406,7 @@ class BlockPerDevice final : public Strategy {
       parts[id.index()] = p;
     }
     fill_unplanned(g, parts);
-    return parts;
+    return {parts, {}};
   }
 };
 
@@ -365,10 +414,10 @@ class SplitLargest final : public Strategy {
  public:
   std::string name() const override { return "split-largest"; }
   std::string help() const override { return "every node cut into n·k blocks along its largest indices (tessel's default)"; }
-  std::vector<Parts> partition(const Graph& g, const PlanOptions& o) const override {
+  Partitioning partition(const Graph& g, const PlanOptions& o) const override {
     std::vector<Parts> parts;
     for (NodeId id : g.ids()) parts.push_back(split_largest_parts(g.join_shape(id), o.devices * o.blocks_per_device));
-    return parts;
+    return {parts, {}};
   }
 };
 
@@ -376,7 +425,7 @@ class Manual final : public Strategy {
  public:
   std::string name() const override { return "manual"; }
   std::string help() const override { return "a decomposition JSON file (--decomposition / -o of tessel plan)"; }
-  std::vector<Parts> partition(const Graph&, const PlanOptions&) const override {
+  Partitioning partition(const Graph&, const PlanOptions&) const override {
     fail("strategy 'manual' is planned from its file");  // plan() reads the file itself
   }
 };
@@ -411,21 +460,25 @@ std::vector<std::string> strategy_names() {
   return out;
 }
 
-std::vector<NodeCost> evaluate(const Graph& g, const std::vector<Parts>& parts) {
+Parts Partitioning::output_of(const Graph& g, NodeId id) const {
+  if (!output.empty() && !output[id.index()].empty()) return output[id.index()];
+  return output_partition(g, id, join[id.index()]);
+}
+
+std::vector<NodeCost> evaluate(const Graph& g, const Partitioning& p) {
   std::vector<NodeCost> costs(g.size());
   for (NodeId id : g.ids()) {
     const Node& n = g.node(id);
-    if (n.kind != NodeKind::einsum || parts[id.index()].empty()) continue;
-    const Parts& p = parts[id.index()];
+    if (n.kind != NodeKind::einsum || p.join[id.index()].empty()) continue;
+    const Parts& parts = p.join[id.index()];
     NodeCost& c = costs[id.index()];
-    c.join = join_cost(g, id, p);
-    c.aggregation = aggregation_cost(g, id, p);
+    c.join = join_cost(g, id, parts);
+    c.aggregation = aggregation_cost(g, id, parts);
     for (std::size_t i = 0; i < n.inputs.size(); ++i) {
       NodeId child = n.inputs[i];
-      if (!is_planned(g, child) || parts[child.index()].empty()) continue;
-      c.repartition += repartition_cost(static_cast<double>(elements(g.node(child).shape)),
-                                        output_partition(g, child, parts[child.index()]),
-                                        operand_partition(g, id, static_cast<int>(i), p));
+      if (!is_planned(g, child) || p.join[child.index()].empty()) continue;
+      c.repartition += repartition_cost(static_cast<double>(elements(g.node(child).shape)), p.output_of(g, child),
+                                        operand_partition(g, id, static_cast<int>(i), parts));
     }
   }
   return costs;
@@ -436,27 +489,31 @@ Plan plan(const Graph& g, std::string_view name, const PlanOptions& o) {
   if (o.blocks_per_device < 1) fail("plan: blocks per device ", o.blocks_per_device, " must be >= 1");
   Plan result;
   result.strategy = std::string(name);
-  std::vector<Parts> parts;
   if (name == "manual") {
     if (o.manual_file.empty()) fail("strategy 'manual' needs a decomposition file");
     result.decomposition = decomposition_from_json(read_json_file(o.manual_file), g, o.manual_file);
     if (result.decomposition.num_devices != o.devices)
       fail(o.manual_file, ": the decomposition is for ", result.decomposition.num_devices, " devices, not ", o.devices);
-    for (NodeId id : g.ids()) parts.push_back(result.decomposition.plan(id).partition.parts());
-    result.costs = evaluate(g, parts);
+    Partitioning p;
+    for (NodeId id : g.ids()) {
+      const NodePlan& np = result.decomposition.plan(id);
+      p.join.push_back(np.partition.parts());
+      p.output.push_back(np.output ? np.output->parts() : Parts{});
+    }
+    result.costs = evaluate(g, p);
     return result;
   }
-  const Strategy* s = nullptr;
+  const Strategy* strategy = nullptr;
   for (const auto& st : strategies())
-    if (st->name() == name) s = st.get();
-  if (!s) {
+    if (st->name() == name) strategy = st.get();
+  if (!strategy) {
     std::string names;
     for (const auto& n : strategy_names()) names += (names.empty() ? "" : ", ") + n;
     fail("unknown strategy '", name, "' (known: ", names, ")");
   }
-  parts = s->partition(g, o);
-  result.costs = evaluate(g, parts);
-  result.decomposition = place(g, parts, o.devices, o.placement);
+  Partitioning p = strategy->partition(g, o);
+  result.costs = evaluate(g, p);
+  result.decomposition = place(g, p, o.devices, o.placement);
   return result;
 }
 

@@ -38,6 +38,15 @@ struct PlanOptions {
   std::int64_t exhaustive_limit = 5'000'000;      // combinations `exhaustive` may try
 };
 
+// Parts per index of every node's join space, and for einsums whose aggregated indices
+// are split, optionally the partition their partials are aggregated into (empty = the
+// join partition's output indices).
+struct Partitioning {
+  std::vector<Parts> join;
+  std::vector<Parts> output;  // empty, or one per node (each possibly empty)
+  [[nodiscard]] Parts output_of(const Graph& g, NodeId id) const;
+};
+
 // Cost of one node under a decomposition, in elements (cost.h).
 struct NodeCost {
   double join = 0;         // replication of operands
@@ -59,7 +68,7 @@ class Strategy {
   [[nodiscard]] virtual std::string name() const = 0;
   [[nodiscard]] virtual std::string help() const = 0;
   // Parts per index for every node (empty = one block); placement follows.
-  [[nodiscard]] virtual std::vector<Parts> partition(const Graph& g, const PlanOptions& o) const = 0;
+  [[nodiscard]] virtual Partitioning partition(const Graph& g, const PlanOptions& o) const = 0;
 };
 
 [[nodiscard]] const std::vector<std::unique_ptr<Strategy>>& strategies();
@@ -71,6 +80,6 @@ class Strategy {
 
 // The cost of any decomposition under cost.h, node by node. Inputs and fills are free
 // (they are loaded or made where they are needed); selects are not modelled (0).
-[[nodiscard]] std::vector<NodeCost> evaluate(const Graph& g, const std::vector<Parts>& parts);
+[[nodiscard]] std::vector<NodeCost> evaluate(const Graph& g, const Partitioning& p);
 
 }  // namespace tessel::planner

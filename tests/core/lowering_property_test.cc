@@ -78,9 +78,13 @@ Decomposition random_decomposition(Rng& rng, const Graph& g, int devices) {
     p.partition = random_partition(rng, g.join_shape(id));
     for (std::int64_t b = 0; b < p.partition.num_blocks(); ++b) p.devices.emplace_back(uniform(rng, 0, devices - 1));
     std::int64_t partials = partials_per_output_block(g, id, p.partition);
-    if (partials > 1 && uniform(rng, 0, 1))
+    if (partials > 1 && uniform(rng, 0, 2) == 0) {  // aggregate into another partition
+      p.output = random_partition(rng, g.node(id).shape);
+      for (std::int64_t o = 0; o < p.output->num_blocks(); ++o) p.agg_devices.emplace_back(uniform(rng, 0, devices - 1));
+    } else if (partials > 1 && uniform(rng, 0, 1)) {
       for (std::int64_t o = 0; o < p.partition.num_blocks() / partials; ++o)
         p.agg_devices.emplace_back(uniform(rng, 0, devices - 1));
+    }
     d.nodes.push_back(std::move(p));
   }
   return d;
@@ -127,6 +131,20 @@ std::int64_t implied_bytes_moved(const Graph& g, const Decomposition& d) {
       }
       std::int64_t partials = partials_per_output_block(g, id, plan.partition);
       Partition op = plan.partition.prefix(out_rank);
+      if (plan.output) {  // each piece of the partials overlapping an output block moves once per other device
+        out[id.index()].partition = *plan.output;
+        out[id.index()].devices = plan.agg_devices;
+        for (std::int64_t o = 0; o < plan.output->num_blocks(); ++o)
+          for (std::int64_t pb = 0; pb < op.num_blocks(); ++pb) {
+            Rect inter;
+            if (!intersect(plan.output->block(o), op.block(pb), &inter)) continue;
+            std::set<std::int32_t> others;
+            for (std::int64_t a = 0; a < partials; ++a)
+              if (plan.devices[pb * partials + a] != plan.agg_devices[o]) others.insert(plan.devices[pb * partials + a].value);
+            bytes += static_cast<std::int64_t>(others.size()) * inter.elements() * dtype_bytes(n.dtype);
+          }
+        continue;
+      }
       out[id.index()].partition = op;
       for (std::int64_t o = 0; o < op.num_blocks(); ++o) {
         DeviceId site = partials == 1 || plan.agg_devices.empty() ? plan.devices[o * partials] : plan.agg_devices[o];
@@ -193,7 +211,7 @@ void expect_well_formed(const TaskGraph& tg, const std::string& label) {
 }
 
 TEST(LoweringProperty, RandomGraphsPartitionsAndPlacementsMatchTheReference) {
-  int checked = 0;
+  int checked = 0, other_output_partitions = 0;
   for (std::uint64_t seed = 1; seed <= 120; ++seed) {
     Rng rng(seed);
     Graph g = random_graph(rng);
@@ -201,6 +219,7 @@ TEST(LoweringProperty, RandomGraphsPartitionsAndPlacementsMatchTheReference) {
     runtime::TensorMap want = runtime::evaluate_reference(g, inputs);
     for (int devices : {1, 2, 3, 5, 8}) {
       Decomposition d = random_decomposition(rng, g, devices);
+      for (const NodePlan& p : d.nodes) other_output_partitions += p.output.has_value();
       std::string label = "seed " + std::to_string(seed) + ", " + std::to_string(devices) + " devices";
       TaskGraph tg = lower(g, d);
       expect_well_formed(tg, label);
@@ -214,6 +233,7 @@ TEST(LoweringProperty, RandomGraphsPartitionsAndPlacementsMatchTheReference) {
     }
   }
   EXPECT_EQ(checked, 600);
+  EXPECT_GT(other_output_partitions, 50);  // the aggregate-into-another-partition path ran
 }
 
 TEST(LoweringProperty, OneDeviceMovesNothingAndMatchingPartitionsTouchNothing) {

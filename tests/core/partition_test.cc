@@ -76,3 +76,27 @@ TEST(Decomposition, SplitLargestCutsTheLargestIndexFirst) {
 
 }  // namespace
 }  // namespace tessel
+
+#include <nlohmann/json.hpp>
+
+#include "core/io.h"
+
+namespace tessel {
+namespace {
+
+TEST(Decomposition, PostAggregationOutputPartitionsRoundTripAndAreChecked) {
+  Graph g = build_workload("chain:size=8");
+  Decomposition d = decomposition_from_parts(g, 4, {{}, {}, {}, {1, 2, 2}, {}, {}});
+  d.nodes[3].output = Partition::even({8, 8}, {4, 1});  // XY's partials aggregated by rows
+  d.nodes[3].agg_devices = {DeviceId(0), DeviceId(1), DeviceId(2), DeviceId(3)};
+  d.validate(g);
+  EXPECT_EQ(decomposition_from_json(nlohmann::json::parse(to_json(d, g).dump()), g), d);
+  d.nodes[3].agg_devices.pop_back();
+  EXPECT_THROW(d.validate(g), Error);  // one site per output block
+  Decomposition e = decomposition_from_parts(g, 2, {});
+  e.nodes[3].output = Partition::even({8, 8}, {2, 1});
+  EXPECT_THROW(e.validate(g), Error);  // nothing aggregated is split
+}
+
+}  // namespace
+}  // namespace tessel
