@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/io.h"
+#include "core/machine.h"
 #include "experiments/cli.h"
 #include "planner/placement.h"
 #include "planner/strategy.h"
@@ -26,6 +27,8 @@ void add_plan_commands(CLI::App& app) {
     std::string strategy = "eindecomp";
     std::string placement = "round-robin";
     std::string manual;
+    std::string machine;
+    std::string dtype = "f32";
     std::string out;
     bool json_out = false;
   };
@@ -41,6 +44,9 @@ void add_plan_commands(CLI::App& app) {
   cmd->add_option("-s,--strategy", o->strategy, help)->capture_default_str();
   cmd->add_option("--placement", o->placement, "round-robin, greedy (min-max load) or locality")->capture_default_str();
   cmd->add_option("--decomposition", o->manual, "decomposition JSON for -s manual");
+  cmd->add_option("-m,--machine", o->machine,
+                  "machine preset or JSON: the greedy placement then weighs bytes by its flop/s per byte/s");
+  cmd->add_option("--dtype", o->dtype, "element type for the machine's peak flop/s")->capture_default_str();
   cmd->add_option("-o,--output", o->out, "write the decomposition as JSON (accepted by lower, simulate, run)");
   cmd->add_flag("--json", o->json_out, "machine-readable output");
   cmd->footer(
@@ -55,6 +61,8 @@ void add_plan_commands(CLI::App& app) {
     po.blocks_per_device = o->k;
     po.placement = o->placement;
     po.manual_file = o->manual;
+    po.dtype = parse_dtype(o->dtype, "--dtype");
+    if (!o->machine.empty()) po.machine = load_machine(o->machine);
     auto t0 = std::chrono::steady_clock::now();
     planner::Plan p = planner::plan(g, o->strategy, po);
     double plan_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -84,6 +92,7 @@ void add_plan_commands(CLI::App& app) {
                   {"placement", o->placement},
                   {"devices", o->devices},
                   {"blocks_per_device", o->k},
+                  {"flops_per_byte", planner::flops_per_byte(po)},
                   {"cost", total},
                   {"cost_by_kind", {{"join", join}, {"aggregation", agg}, {"repartition", rep}}},
                   {"plan_seconds", plan_s},

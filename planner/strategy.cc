@@ -484,6 +484,17 @@ std::vector<NodeCost> evaluate(const Graph& g, const Partitioning& p) {
   return costs;
 }
 
+double flops_per_byte(const PlanOptions& o) {
+  if (!o.machine) return o.flops_per_byte;
+  const Machine& m = *o.machine;
+  if (m.num_devices() < o.devices)
+    fail("plan: machine '", m.name, "' has ", m.num_devices(), " devices, fewer than the ", o.devices, " asked for");
+  double peak = m.type_of(DeviceId(0)).peak(o.dtype);
+  if (!(peak > 0)) fail("plan: machine '", m.name, "' has no peak flop/s for ", to_string(o.dtype));
+  if (m.num_devices() < 2) return o.flops_per_byte;
+  return peak / m.route_bytes_per_s(m.route(DeviceId(0), DeviceId(1)));
+}
+
 Plan plan(const Graph& g, std::string_view name, const PlanOptions& o) {
   if (o.devices < 1) fail("plan: device count ", o.devices, " must be >= 1");
   if (o.blocks_per_device < 1) fail("plan: blocks per device ", o.blocks_per_device, " must be >= 1");
@@ -513,7 +524,7 @@ Plan plan(const Graph& g, std::string_view name, const PlanOptions& o) {
   }
   Partitioning p = strategy->partition(g, o);
   result.costs = evaluate(g, p);
-  result.decomposition = place(g, p, o.devices, o.placement);
+  result.decomposition = place(g, p, o.devices, o.placement, flops_per_byte(o));
   return result;
 }
 

@@ -20,11 +20,13 @@
 // use it.
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/graph.h"
+#include "core/machine.h"
 #include "core/partition.h"
 #include "planner/cost.h"
 
@@ -34,6 +36,13 @@ struct PlanOptions {
   int devices = 1;
   int blocks_per_device = 1;  // k: n·k blocks per node
   std::string placement = "round-robin";
+  // The greedy placement weighs bytes that must arrive against flops. Without a
+  // machine the weight is EinDecomp's default (1000 flops per byte); with one, it is
+  // the machine's own: device 0's peak flop/s for `dtype` over the bandwidth of the
+  // route from device 0 to device 1.
+  double flops_per_byte = 1000;
+  DType dtype = DType::f32;
+  std::optional<Machine> machine;
   std::string manual_file;                        // for `manual`
   std::int64_t exhaustive_limit = 5'000'000;      // combinations `exhaustive` may try
 };
@@ -77,6 +86,9 @@ class Strategy {
 // Plans `g` with the named strategy and placement. Error naming the strategy, the
 // device counts it can serve, or the graph's size against exhaustive's limit.
 [[nodiscard]] Plan plan(const Graph& g, std::string_view strategy, const PlanOptions& options);
+
+// The greedy placement's weight of a byte in flops under `options` (see PlanOptions).
+[[nodiscard]] double flops_per_byte(const PlanOptions& options);
 
 // The cost of any decomposition under cost.h, node by node. Inputs and fills are free
 // (they are loaded or made where they are needed); selects are not modelled (0).
