@@ -8,7 +8,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <queue>
@@ -30,42 +29,6 @@ std::string_view to_string(Policy p) { return p == Policy::async ? "async" : "bs
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-}  // namespace
-
-// Freed buffers kept by size and handed out again, across runs of one executor: a
-// fresh allocation of a large block costs a page fault per 4 KiB on first touch, which
-// neither the kernels' calibration nor the simulator sees, and which a runtime with a
-// memory plan (TURNIP's memgraph) does not pay either.
-template <class T>
-class Pool {
- public:
-  std::vector<T> take(std::size_t n) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      auto it = free_.find(n);
-      if (it != free_.end() && !it->second.empty()) {
-        std::vector<T> v = std::move(it->second.back());
-        it->second.pop_back();
-        return v;
-      }
-    }
-    return std::vector<T>(n);
-  }
-  void give(std::vector<T>& v) {
-    if (v.empty()) return;
-    std::vector<T> mine;
-    mine.swap(v);
-    std::lock_guard<std::mutex> lock(mutex_);
-    free_[mine.size()].push_back(std::move(mine));
-  }
-
- private:
-  std::mutex mutex_;
-  std::map<std::size_t, std::vector<std::vector<T>>> free_;
-};
-
-namespace {
 
 // Ready tasks of one device: the highest priority first, ties by task id.
 struct ReadyQueue {
@@ -91,9 +54,8 @@ DeviceId worker_of(const Task& t) { return t.kind == TaskKind::move ? t.dst_devi
 template <class T>
 class Run {
  public:
-  Run(const Graph& g, const TaskGraph& tg, const TensorMap& inputs, CpuOptions options, Pool<T>& pool)
-      : g_(g), tg_(tg), inputs_(inputs), options_(options), queues_(static_cast<std::size_t>(tg.num_devices)),
-        pool_(pool) {}
+  Run(const Graph& g, const TaskGraph& tg, const TensorMap& inputs, CpuOptions options)
+      : g_(g), tg_(tg), inputs_(inputs), options_(options), queues_(static_cast<std::size_t>(tg.num_devices)) {}
 
   RunResult execute() {
     const std::size_t n = tg_.tasks.size();
@@ -227,7 +189,7 @@ class Run {
     if (tg_.tasks[task].kind != TaskKind::output)  // output buffers are read after the run
       for (BufferId b : tg_.tasks[task].reads)
         if (readers_left_[b.index()].fetch_sub(1, std::memory_order_acq_rel) == 1)
-          give(storage_[b.index()]);
+          std::vector<T>().swap(storage_[b.index()]);
     if (options_.policy == Policy::bsp) {
       std::int32_t p = bsp_phase(tg_.tasks[task]);
       if (phase_left_[p].fetch_sub(1, std::memory_order_acq_rel) == 1) {
@@ -310,18 +272,11 @@ class Run {
     std::vector<T>& s = storage_[b.index()];
     if (s.empty()) {
       const Buffer& info = tg_.buffer(b);
-      const auto n = static_cast<std::size_t>(elements(info.shape));
-      s = take(n);
-      std::fill(s.begin(), s.end(), static_cast<T>(info.init == Agg::none ? 0.0 : agg_identity(info.init)));
+      s.assign(static_cast<std::size_t>(elements(info.shape)),
+               static_cast<T>(info.init == Agg::none ? 0.0 : agg_identity(info.init)));
     }
     return s;
   }
-
-  // Freed buffers are kept by size and handed out again: a fresh allocation of a large
-  // block costs a page fault per 4 KiB on first touch, which neither the kernels'
-  // calibration nor the simulator sees, and which a real runtime's memory plan avoids.
-  std::vector<T> take(std::size_t n) { return pool_.take(n); }
-  void give(std::vector<T>& v) { pool_.give(v); }
 
   void run_task(const Task& t, cpu::Scratch<T>& scratch, std::vector<const T*>& operands) {
     switch (t.kind) {
@@ -381,7 +336,6 @@ class Run {
   std::unique_ptr<std::atomic<std::int32_t>[]> deps_left_;
   std::unique_ptr<std::atomic<std::int32_t>[]> readers_left_;
   std::vector<std::vector<T>> storage_;
-  Pool<T>& pool_;
   std::atomic<std::int64_t> tasks_left_{0};
   std::atomic<bool> done_{false};
   std::atomic<int> workers_ready_{0};
@@ -401,20 +355,13 @@ class Run {
 
 }  // namespace
 
-struct CpuExecutor::Arena {
-  Pool<float> f32;
-  Pool<double> f64;
-};
-
-CpuExecutor::CpuExecutor(CpuOptions options) : options_(options), arena_(std::make_shared<Arena>()) {}
-
 RunResult CpuExecutor::run(const Graph& g, const TaskGraph& tg, const TensorMap& inputs) {
   check_inputs(g, inputs);
   tg.validate();
   bool f64 = false;
   for (const Node& n : g.nodes()) f64 = f64 || n.dtype == DType::f64;
-  if (f64) return Run<double>(g, tg, inputs, options_, arena_->f64).execute();
-  return Run<float>(g, tg, inputs, options_, arena_->f32).execute();
+  if (f64) return Run<double>(g, tg, inputs, options_).execute();
+  return Run<float>(g, tg, inputs, options_).execute();
 }
 
 }  // namespace tessel::runtime

@@ -12,8 +12,6 @@
 // Computes in float unless some node is f64. A task that throws stops the run and
 // surfaces as an Error naming the task.
 
-#include <memory>
-
 #include "runtime/executor.h"
 
 namespace tessel::runtime {
@@ -27,20 +25,14 @@ struct CpuOptions {
   bool pin_threads = true;
 };
 
-template <class T>
-class Pool;
-
 class CpuExecutor final : public Executor {
  public:
-  explicit CpuExecutor(CpuOptions options = {});
+  explicit CpuExecutor(CpuOptions options = {}) : options_(options) {}
   [[nodiscard]] std::string name() const override { return "cpu"; }
   [[nodiscard]] RunResult run(const Graph& g, const TaskGraph& tg, const TensorMap& inputs) override;
 
-  // Buffers are recycled across runs of one executor (see Pool in the .cc).
  private:
-  struct Arena;
   CpuOptions options_;
-  std::shared_ptr<Arena> arena_;
 };
 
 }  // namespace tessel::runtime
