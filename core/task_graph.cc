@@ -328,7 +328,6 @@ class Lowering {
     const NodePlan& plan = d_.plan(id);
     const Partition& part = plan.partition;
     std::int64_t partials = partials_per_output_block(g_, id, part);
-    std::int64_t out_blocks = part.num_blocks() / partials;
     std::vector<BufferId> block_out(part.num_blocks());
     for (std::int64_t b = 0; b < part.num_blocks(); ++b) {
       Rect j = part.block(b);
@@ -368,9 +367,11 @@ class Lowering {
       pr.devices = plan.devices;
       return;
     }
-    if (plan.output) {
-      // Aggregate into another partition: every output block accumulates, at its site,
-      // the piece of each partial that overlaps it (moved there when it lives elsewhere).
+    // Aggregate the partials into the output partition (NodePlan::output, or the join
+    // partition's output indices): every output block accumulates, at its site, the piece
+    // of each partial that overlaps it; pieces on one device are combined there first and
+    // moved once.
+    {
       const Partition prefix = pr.partition;
       OutputBlocks ob = output_blocks(g_, id, plan);
       pr.partition = ob.partition;
@@ -421,44 +422,6 @@ class Lowering {
         pr.buffers.push_back(result);
         pr.devices.push_back(site);
       }
-      return;
-    }
-    // Aggregate the partials of every output block at its aggregation site: partials
-    // on one device are first combined there, then moved once.
-    for (std::int64_t o = 0; o < out_blocks; ++o) {
-      DeviceId site = plan.agg_devices.empty() ? plan.devices[o * partials] : plan.agg_devices[o];
-      Rect out_rect = pr.partition.block(o);
-      Rect whole = Rect::whole(out_rect.shape());
-      BufferId result = new_buffer(site, out_rect.shape(), n.dtype, e.agg, id);
-      std::vector<DeviceId> order;  // devices holding partials, by first appearance
-      std::vector<std::vector<BufferId>> groups;
-      for (std::int64_t a = 0; a < partials; ++a) {
-        DeviceId dev = plan.devices[o * partials + a];
-        std::int32_t& slot = group_of_device_[dev.index()];
-        if (slot < 0) {
-          slot = static_cast<std::int32_t>(order.size());
-          order.push_back(dev);
-          groups.emplace_back();
-        }
-        groups[slot].push_back(block_out[o * partials + a]);
-      }
-      for (DeviceId dev : order) group_of_device_[dev.index()] = -1;
-      for (std::size_t gi = 0; gi < order.size(); ++gi) {
-        const auto& bufs = groups[gi];
-        if (order[gi] == site) {
-          for (BufferId b : bufs) touch(b, whole, result, whole, TouchOp::accumulate, e.agg);
-          continue;
-        }
-        BufferId local = bufs[0];
-        if (bufs.size() > 1) {
-          local = new_buffer(order[gi], out_rect.shape(), n.dtype, e.agg, id);
-          for (BufferId b : bufs) touch(b, whole, local, whole, TouchOp::accumulate, e.agg);
-        }
-        BufferId moved = move(local, whole, site);
-        touch(moved, whole, result, whole, TouchOp::accumulate, e.agg);
-      }
-      pr.buffers.push_back(result);
-      pr.devices.push_back(site);
     }
   }
 
