@@ -1,7 +1,9 @@
 #include "experiments/cli.h"
 
 #include <charconv>
+#include <algorithm>
 #include <cstdio>
+#include <thread>
 #include <iostream>
 
 #include "core/error.h"
@@ -139,7 +141,31 @@ std::string task_counts(const TaskGraph& tg) {
   return out + ")";
 }
 
-std::vector<std::string> strategy_names() { return planner::strategy_names(); }
+namespace {
+double tolerance(DType t) { return t == DType::f64 ? 1e-9 : 1e-4; }
+}  // namespace
+
+nlohmann::json check_outputs(const Graph& g, const std::map<std::string, Tensor>& got,
+                             const std::map<std::string, Tensor>& want, bool* ok) {
+  nlohmann::json out = nlohmann::json::array();
+  *ok = true;
+  for (NodeId id : g.outputs()) {
+    const Node& n = g.node(id);
+    Difference d = compare(got.at(n.name), want.at(n.name));
+    bool pass = d.normwise_rel <= tolerance(n.dtype);
+    *ok = *ok && pass;
+    out.push_back({{"output", n.name}, {"max_abs_error", d.max_abs}, {"max_rel_error", d.max_rel},
+                   {"normwise_rel_error", d.normwise_rel}, {"worst_index", d.index},
+                   {"tolerance", tolerance(n.dtype)}, {"pass", pass}});
+  }
+  return out;
+}
+
+void warn_oversubscribed(int devices) {
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  if (static_cast<unsigned>(devices) > cores)
+    std::fprintf(stderr, "tessel: warning: %d devices on %u cores: timings will be oversubscribed\n", devices, cores);
+}
 
 Decomposition decompose(const Graph& g, const std::string& strategy, int devices) {
   planner::PlanOptions o;

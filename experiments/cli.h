@@ -2,6 +2,7 @@
 // Shared pieces of the `tessel` command line: how a command names its graph and its
 // decomposition, JSON / text output, and the registry of subcommands.
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "core/graph.h"
 #include "core/partition.h"
 #include "core/task_graph.h"
+#include "core/tensor.h"
 
 namespace tessel::cli {
 
@@ -48,7 +50,15 @@ struct DecompositionOptions {
 
 // The decomposition a named planner strategy gives `g` on `devices` devices.
 [[nodiscard]] Decomposition decompose(const Graph& g, const std::string& strategy, int devices);
-[[nodiscard]] std::vector<std::string> strategy_names();
+
+// Checks every output against the reference, normwise (max |error| / max(1, max
+// |reference|) <= 1e-4 for f32, 1e-9 for f64); one JSON object per output, *ok false
+// when any fails.
+[[nodiscard]] nlohmann::json check_outputs(const Graph& g, const std::map<std::string, Tensor>& got,
+                                           const std::map<std::string, Tensor>& want, bool* ok);
+
+// Warns on stderr when more CPU workers than cores are asked for.
+void warn_oversubscribed(int devices);
 
 // Prints JSON (pretty) to stdout.
 void print_json(const nlohmann::json& j);

@@ -41,24 +41,6 @@ std::unique_ptr<runtime::Executor> make_executor(const std::string& backend, con
   fail("unknown backend '", backend, "' (expected cpu or block)");
 }
 
-// Normwise: max |error| / max(1, max |reference|).
-double tolerance(DType t) { return t == DType::f64 ? 1e-9 : 1e-4; }
-
-// Compares every output; returns JSON and whether all are within tolerance.
-json check_outputs(const Graph& g, const runtime::TensorMap& got, const runtime::TensorMap& want, bool* ok) {
-  json out = json::array();
-  *ok = true;
-  for (NodeId id : g.outputs()) {
-    const Node& n = g.node(id);
-    Difference d = compare(got.at(n.name), want.at(n.name));
-    bool pass = d.normwise_rel <= tolerance(n.dtype);
-    *ok = *ok && pass;
-    out.push_back({{"output", n.name}, {"max_abs_error", d.max_abs}, {"max_rel_error", d.max_rel}, {"normwise_rel_error", d.normwise_rel},
-                   {"worst_index", d.index}, {"tolerance", tolerance(n.dtype)}, {"pass", pass}});
-  }
-  return out;
-}
-
 void add_workloads(CLI::App& app) {
   auto* cmd = app.add_subcommand("workloads", "list the built-in workloads and their parameters");
   auto json_out = std::make_shared<bool>(false);
@@ -261,10 +243,7 @@ void add_run(CLI::App& app) {
     Graph g = o->graph.load();
     Decomposition d = o->dec.load(g);
     auto exec = make_executor(o->backend, o->policy);
-    unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-    if (o->backend == "cpu" && static_cast<unsigned>(d.num_devices) > cores)
-      std::fprintf(stderr, "tessel: warning: %d devices on %u cores: timings will be oversubscribed\n", d.num_devices,
-                   cores);
+    if (o->backend == "cpu") warn_oversubscribed(d.num_devices);
     auto t0 = Clock::now();
     TaskGraph tg = lower(g, d);
     double lower_s = seconds_since(t0);
