@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_read.h"
 #include "core/io.h"
 
 namespace tessel {
@@ -530,34 +531,11 @@ json link_names(const Machine& m, const std::vector<LinkId>& ls) {
   return a;
 }
 
-const json& field(const json& j, const char* key, const std::string& what) {
-  if (!j.is_object()) fail(what, ": expected an object, got ", j.dump());
-  if (!j.contains(key)) fail(what, ": missing field \"", key, "\"");
-  return j.at(key);
-}
-
-double number(const json& v, const std::string& what) {
-  if (!v.is_number()) fail(what, ": expected a number, got ", v.dump());
-  return v.get<double>();
-}
-
-double number_field(const json& j, const char* key, const std::string& what) {
-  return number(field(j, key, what), what + "." + key);
-}
-
-double number_field_or(const json& j, const char* key, const std::string& what, double fallback) {
-  if (!j.contains(key)) return fallback;
-  return number(j.at(key), what + "." + key);
-}
-
-std::int64_t integer(const json& v, const std::string& what) {
-  if (v.is_number_integer()) return v.get<std::int64_t>();
-  if (v.is_number_float()) {
-    double d = v.get<double>();
-    if (std::isfinite(d) && std::floor(d) == d && std::fabs(d) < 9.2e18) return static_cast<std::int64_t>(d);
-  }
-  fail(what, ": expected an integer, got ", v.dump());
-}
+using json_read::field;
+using json_read::integer;
+using json_read::number;
+using json_read::number_field;
+using json_read::number_field_or;
 
 std::string string_field(const json& j, const char* key, const std::string& what) {
   const json& v = field(j, key, what);

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_read.h"
 
 namespace tessel::sim {
 
@@ -19,19 +20,8 @@ json rect_json(const Rect& r) {
           {"size", std::vector<std::int64_t>(r.size.begin(), r.size.begin() + r.rank)}};
 }
 
-const json& field(const json& j, const char* key, const std::string& what) {
-  if (!j.contains(key)) fail(what, ": missing field \"", key, "\"");
-  return j.at(key);
-}
-
-std::int64_t integer(const json& v, const std::string& what) {
-  if (v.is_number_integer()) return v.get<std::int64_t>();
-  if (v.is_number_float()) {
-    double d = v.get<double>();
-    if (std::isfinite(d) && std::floor(d) == d && std::fabs(d) < 9.2e18) return static_cast<std::int64_t>(d);
-  }
-  fail(what, ": expected an integer, got ", v.dump());
-}
+using json_read::field;
+using json_read::integer;
 
 std::int32_t id_field(const json& j, const char* key, const std::string& what, std::int64_t limit, const char* of) {
   std::int64_t v = integer(field(j, key, what), what + "." + key);
