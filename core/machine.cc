@@ -60,33 +60,40 @@ double Interference::compute_slowdown(int sm_count) const {
 // ---- routes ---------------------------------------------------------------------
 
 std::vector<LinkId> Machine::route(DeviceId src, DeviceId dst) const {
+  std::vector<LinkId> out;
+  route(src, dst, out);
+  return out;
+}
+
+void Machine::route(DeviceId src, DeviceId dst, std::vector<LinkId>& out) const {
   if (!src.valid() || src.value >= num_devices() || !dst.valid() || dst.value >= num_devices())
     fail("machine ", name, ": no route from device ", src.value, " to device ", dst.value, " (the machine has ",
          num_devices(), " devices)");
+  out.clear();
   for (const RouteEntry& r : routes)
-    if (r.src == src && r.dst == dst) return r.links;
-  if (src == dst) return {};
+    if (r.src == src && r.dst == dst) {
+      out = r.links;
+      return;
+    }
+  if (src == dst) return;
   const Device& a = device(src);
   const Device& b = device(dst);
-  std::vector<LinkId> out;
+  const auto append = [&out](const std::vector<LinkId>& ls) { out.insert(out.end(), ls.begin(), ls.end()); };
   if (a.host == b.host) {
     if (a.fabric_out.empty() || b.fabric_in.empty())
       fail("machine ", name, ": no route from device ", src.value, " to device ", dst.value,
            " (no intra-node fabric links and no entry in routes)");
-    out = a.fabric_out;
-    out.insert(out.end(), b.fabric_in.begin(), b.fabric_in.end());
-    return out;
+    append(a.fabric_out);
+    append(b.fabric_in);
+    return;
   }
   if (a.network_out.empty() || b.network_in.empty())
     fail("machine ", name, ": no route from device ", src.value, " to device ", dst.value,
          " (no network links between hosts ", a.host, " and ", b.host, " and no entry in routes)");
-  const Host& ha = hosts.at(a.host);
-  const Host& hb = hosts.at(b.host);
-  out = a.network_out;
-  out.insert(out.end(), ha.network_out.begin(), ha.network_out.end());
-  out.insert(out.end(), hb.network_in.begin(), hb.network_in.end());
-  out.insert(out.end(), b.network_in.begin(), b.network_in.end());
-  return out;
+  append(a.network_out);
+  append(hosts.at(a.host).network_out);
+  append(hosts.at(b.host).network_in);
+  append(b.network_in);
 }
 
 double Machine::route_latency_s(const std::vector<LinkId>& r) const {

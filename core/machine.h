@@ -183,6 +183,8 @@ struct Machine {
   // The links a transfer from `src` to `dst` crosses, in order. Error naming both
   // devices when the machine has no route between them; empty when src == dst.
   [[nodiscard]] std::vector<LinkId> route(DeviceId src, DeviceId dst) const;
+  // The same into `out` (cleared first), for callers that build many routes.
+  void route(DeviceId src, DeviceId dst, std::vector<LinkId>& out) const;
   [[nodiscard]] double route_latency_s(const std::vector<LinkId>& route) const;
   [[nodiscard]] double route_bytes_per_s(const std::vector<LinkId>& route) const;
   // Throws Error naming the field ("machine.links[2].bytes_per_s: ...") when a figure is

@@ -1,4 +1,5 @@
 // alpha-beta network model: per-link FIFO, latency + bytes / bandwidth.
+#include <algorithm>
 #include <cassert>
 
 #include "sim/network.h"
@@ -9,10 +10,15 @@ namespace {
 class AlphaBeta final : public NetworkModel {
  public:
   explicit AlphaBeta(const NetworkContext& ctx)
-      : routes_(ctx.routes), queues_(ctx.machine.links.size()), transfers_(static_cast<std::size_t>(ctx.max_transfers)) {}
+      : routes_(ctx.routes),
+        stride_(std::max<std::int32_t>(ctx.routes.max_length, 1)),
+        queues_(ctx.machine.links.size()),
+        entries_(static_cast<std::size_t>(ctx.max_transfers) * static_cast<std::size_t>(stride_)),
+        transfers_(static_cast<std::size_t>(ctx.max_transfers)) {}
 
-  // Per link, a FIFO of the transfers that use it, threaded through `entries_` (one entry
-  // per transfer and route link) so that queueing never allocates per operation.
+  // Per link, a FIFO of the transfers that use it, threaded through `entries_` (slot `id`
+  // owns entries [id * stride_, id * stride_ + route length)), so that queueing never
+  // allocates and the state stays as small as the transfers in flight.
 
   std::string_view name() const override { return "alpha-beta"; }
 
@@ -23,10 +29,13 @@ class AlphaBeta final : public NetworkModel {
     t.bytes = bytes;
     t.slowdown = slowdown;
     auto links = routes_.route(route);
-    t.base = static_cast<std::int32_t>(entries_.size());
-    for (LinkId l : links) {
-      const auto e = static_cast<std::int32_t>(entries_.size());
-      entries_.push_back(Entry{id, -1});
+    t.base = id * stride_;
+    t.heads = 0;
+    t.links = static_cast<std::int32_t>(links.size());
+    for (std::size_t k = 0; k < links.size(); ++k) {
+      const LinkId l = links[k];
+      const std::int32_t e = t.base + static_cast<std::int32_t>(k);
+      entries_[static_cast<std::size_t>(e)] = Entry{id, -1, l.value};
       Queue& q = queues_[l.index()];
       if (q.tail < 0) {
         q.head = q.tail = e;
@@ -36,7 +45,7 @@ class AlphaBeta final : public NetworkModel {
         q.tail = e;
       }
     }
-    if (t.heads == static_cast<std::int32_t>(links.size())) begin(id, now);
+    if (t.heads == t.links) begin(id, now);
   }
 
   void set_slowdown(std::int32_t id, double slowdown, SimTime now) override {
@@ -68,10 +77,10 @@ class AlphaBeta final : public NetworkModel {
       ++n;
       t.running = false;
       finished.push_back(e.id);
-      auto links = routes_.route(t.route);
-      for (std::size_t k = 0; k < links.size(); ++k) {
-        Queue& q = queues_[links[k].index()];
-        assert(q.head == t.base + static_cast<std::int32_t>(k));
+      t.route = -1;  // the slot is free again
+      for (std::int32_t k = 0; k < t.links; ++k) {
+        Queue& q = queues_[static_cast<std::size_t>(entries_[static_cast<std::size_t>(t.base + k)].link)];
+        assert(q.head == t.base + k);
         q.head = entries_[static_cast<std::size_t>(q.head)].next;
         if (q.head < 0) {
           q.tail = -1;
@@ -79,7 +88,7 @@ class AlphaBeta final : public NetworkModel {
         }
         const std::int32_t next = entries_[static_cast<std::size_t>(q.head)].transfer;
         Transfer& h = transfers_[static_cast<std::size_t>(next)];
-        if (++h.heads == static_cast<std::int32_t>(routes_.route(h.route).size())) begin(next, now);
+        if (++h.heads == h.links) begin(next, now);
       }
     }
     return n;
@@ -89,14 +98,16 @@ class AlphaBeta final : public NetworkModel {
   struct Entry {
     std::int32_t transfer;
     std::int32_t next;  // the next entry in the same link's queue, -1 at the tail
+    std::int32_t link;  // its link, so that a finish need not read the route again
   };
   struct Queue {
     std::int32_t head = -1, tail = -1;
   };
   struct Transfer {
-    std::int32_t route = -1;
-    std::int32_t base = 0;   // its entries: entries_[base + k] for route link k
+    std::int32_t route = -1;  // -1 while the slot is free
+    std::int32_t base = 0;    // its entries: entries_[base + k] for route link k
     std::int32_t heads = 0;  // links of the route whose queue it heads
+    std::int32_t links = 0;  // links of the route
     std::int64_t bytes = 0;
     double slowdown = 1;
     bool running = false;
@@ -113,9 +124,9 @@ class AlphaBeta final : public NetworkModel {
     Transfer& t = transfers_[static_cast<std::size_t>(id)];
     t.running = true;
     SimTime serial = 0;
-    const double bw = routes_.bytes_per_s[static_cast<std::size_t>(t.route)];
+    const double bw = routes_.bytes_per_s(t.route);
     if (t.bytes > 0) serial = to_sim_time(static_cast<double>(t.bytes) / bw);
-    t.remaining_ps = static_cast<double>(routes_.latency[static_cast<std::size_t>(t.route)] + serial);
+    t.remaining_ps = static_cast<double>(routes_.latency(t.route) + serial);
     t.last_ps = now;
     schedule(id, now);
   }
@@ -129,6 +140,7 @@ class AlphaBeta final : public NetworkModel {
   }
 
   const RouteTable& routes_;
+  std::int32_t stride_;
   std::vector<Queue> queues_;  // per link: transfers in start order
   std::vector<Entry> entries_;
   std::vector<Transfer> transfers_;

@@ -15,7 +15,11 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 class Flow final : public NetworkModel {
  public:
   explicit Flow(const NetworkContext& ctx)
-      : routes_(ctx.routes), transfers_(static_cast<std::size_t>(ctx.max_transfers)), links_(ctx.machine.links.size()) {
+      : routes_(ctx.routes),
+        stride_(std::max<std::int32_t>(ctx.routes.max_length, 1)),
+        transfers_(static_cast<std::size_t>(ctx.max_transfers)),
+        links_(ctx.machine.links.size()),
+        pos_(transfers_.size() * static_cast<std::size_t>(stride_), -1) {
     for (std::size_t l = 0; l < links_.size(); ++l) links_[l].bytes_per_s = ctx.machine.links[l].bytes_per_s;
   }
 
@@ -24,11 +28,11 @@ class Flow final : public NetworkModel {
   void start(std::int32_t id, std::int32_t route, std::int64_t bytes, double slowdown, SimTime now) override {
     catch_up(now);
     Transfer& t = at(id);
-    assert(t.state == State::idle);
+    assert(t.state == State::idle || t.state == State::done);  // a free slot
     t.route = route;
     t.bytes = bytes;
     t.slowdown = slowdown;
-    SimTime lat = routes_.latency[static_cast<std::size_t>(route)];
+    SimTime lat = routes_.latency(route);
     if (lat > 0) {
       t.state = State::latency;
       events_.push(now + lat, Event{id, t.version, Kind::join});
@@ -86,7 +90,7 @@ class Flow final : public NetworkModel {
     std::uint32_t version = 0;
     std::uint32_t mark = 0;    // component search epoch
     std::uint32_t frozen = 0;  // progressive filling epoch
-    std::int32_t pos = -1;     // positions in its links' lists: pos_[pos + k] for route link k
+    std::int32_t pos = -1;     // positions in its links' lists: pos_[pos + k] for route link k (pos = id * stride_)
   };
   struct Event {
     std::int32_t id;
@@ -129,7 +133,7 @@ class Flow final : public NetworkModel {
   }
 
   double cap(const Transfer& t) const {
-    return t.slowdown > 1 ? routes_.bytes_per_s[static_cast<std::size_t>(t.route)] / t.slowdown : kInf;
+    return t.slowdown > 1 ? routes_.bytes_per_s(t.route) / t.slowdown : kInf;
   }
 
   void join(std::int32_t id, SimTime now) {
@@ -145,10 +149,10 @@ class Flow final : public NetworkModel {
       return;
     }
     t.in_links = true;
-    t.pos = static_cast<std::int32_t>(pos_.size());
+    t.pos = id * stride_;
     for (std::size_t k = 0; k < route.size(); ++k) {
       LinkState& ls = links_[route[k].index()];
-      pos_.push_back(static_cast<std::int32_t>(ls.flows.size()));
+      pos_[static_cast<std::size_t>(t.pos) + k] = static_cast<std::int32_t>(ls.flows.size());
       ls.flows.push_back(Entry{id, static_cast<std::int32_t>(k)});
       mark_dirty(route[k].value);
     }
@@ -274,7 +278,7 @@ class Flow final : public NetworkModel {
     for (std::int32_t f : comp_flows_) {
       Transfer& t = at(f);
       // Guard against a rate rounded to zero, which would never finish.
-      double rate = std::max(t.new_rate, routes_.bytes_per_s[static_cast<std::size_t>(t.route)] * 1e-12);
+      double rate = std::max(t.new_rate, routes_.bytes_per_s(t.route) * 1e-12);
       if (rate == t.rate) continue;  // same rate: its finish event stays valid
       t.remaining -= t.rate * to_seconds(now - t.last);
       if (t.remaining < 0) t.remaining = 0;
@@ -287,6 +291,7 @@ class Flow final : public NetworkModel {
   }
 
   const RouteTable& routes_;
+  std::int32_t stride_;  // the longest route: pos_ holds stride_ entries per slot
   std::vector<Transfer> transfers_;
   std::vector<LinkState> links_;
   std::vector<std::int32_t> pos_;

@@ -8,19 +8,19 @@
 namespace tessel::sim {
 
 std::int32_t RouteTable::add(const Machine& m, const std::vector<LinkId>& route) {
-  SimTime lat = 0;
-  double bw = std::numeric_limits<double>::infinity();
-  const auto begin = static_cast<std::ptrdiff_t>(links.size());
+  Entry e;
+  e.bytes_per_s = std::numeric_limits<double>::infinity();
+  e.offset = static_cast<std::int32_t>(links.size());
   for (LinkId l : route) {
-    if (std::find(links.begin() + begin, links.end(), l) != links.end()) continue;
+    if (std::find(links.begin() + e.offset, links.end(), l) != links.end()) continue;
     links.push_back(l);
     const Link& link = m.link(l);
-    lat += to_sim_time(link.latency_s);
-    bw = std::min(bw, link.bytes_per_s);
+    e.latency += to_sim_time(link.latency_s);
+    e.bytes_per_s = std::min(e.bytes_per_s, link.bytes_per_s);
   }
-  offset.push_back(static_cast<std::int32_t>(links.size()));
-  latency.push_back(lat);
-  bytes_per_s.push_back(bw);
+  e.length = static_cast<std::int32_t>(links.size()) - e.offset;
+  max_length = std::max(max_length, e.length);
+  entries.push_back(e);
   return size() - 1;
 }
 

@@ -30,16 +30,26 @@
 namespace tessel::sim {
 
 // The routes the transfers of one simulation use, flattened; routes never repeat a link.
+// One 24-byte entry per route, so that starting or finishing a transfer reads one line
+// for its latency, bandwidth and where its links are.
 struct RouteTable {
-  std::vector<LinkId> links;                // every route back to back
-  std::vector<std::int32_t> offset{0};      // route r is links[offset[r], offset[r + 1])
-  std::vector<SimTime> latency;             // per route: Σ link latencies
-  std::vector<double> bytes_per_s;          // per route: bandwidth of the slowest link (inf if empty)
+  struct Entry {
+    SimTime latency = 0;      // Σ link latencies
+    double bytes_per_s = 0;   // bandwidth of the slowest link (inf if empty)
+    std::int32_t offset = 0;  // links[offset, offset + length)
+    std::int32_t length = 0;
+  };
+  std::vector<LinkId> links;    // every route back to back
+  std::vector<Entry> entries;   // per route
+  std::int32_t max_length = 0;  // links in the longest route
 
-  [[nodiscard]] std::int32_t size() const { return static_cast<std::int32_t>(latency.size()); }
+  [[nodiscard]] std::int32_t size() const { return static_cast<std::int32_t>(entries.size()); }
+  [[nodiscard]] const Entry& at(std::int32_t r) const { return entries[static_cast<std::size_t>(r)]; }
+  [[nodiscard]] SimTime latency(std::int32_t r) const { return at(r).latency; }
+  [[nodiscard]] double bytes_per_s(std::int32_t r) const { return at(r).bytes_per_s; }
   [[nodiscard]] std::span<const LinkId> route(std::int32_t r) const {
-    return {links.data() + offset[static_cast<std::size_t>(r)],
-            static_cast<std::size_t>(offset[static_cast<std::size_t>(r) + 1] - offset[static_cast<std::size_t>(r)])};
+    const Entry& e = at(r);
+    return {links.data() + e.offset, static_cast<std::size_t>(e.length)};
   }
   // Adds the route (duplicate links dropped) and returns its index.
   std::int32_t add(const Machine& m, const std::vector<LinkId>& route);
@@ -49,8 +59,10 @@ class NetworkModel {
  public:
   virtual ~NetworkModel() = default;
   [[nodiscard]] virtual std::string_view name() const = 0;
-  // Transfer `id` (0 <= id < NetworkContext::max_transfers, each id used once) of `bytes`
-  // over route `route` begins at `now`, running `slowdown` (>= 1) times slower.
+  // Transfer `id` of `bytes` over route `route` begins at `now`, running `slowdown` (>= 1)
+  // times slower. Ids are slots, 0 <= id < NetworkContext::max_transfers: an id is free
+  // again once advance() has reported its transfer finished, so a model's per-transfer
+  // state is sized by the transfers in flight, not by every transfer of the run.
   virtual void start(std::int32_t id, std::int32_t route, std::int64_t bytes, double slowdown, SimTime now) = 0;
   // From `now` on, transfer `id` runs `slowdown` times slower.
   virtual void set_slowdown(std::int32_t id, double slowdown, SimTime now) = 0;
@@ -64,7 +76,7 @@ class NetworkModel {
 struct NetworkContext {
   const Machine& machine;
   const RouteTable& routes;
-  std::int32_t max_transfers = 0;
+  std::int32_t max_transfers = 0;  // transfers in flight at once (ids 0..max_transfers-1)
 };
 
 struct NetworkModelInfo {

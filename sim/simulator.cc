@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <chrono>
+#include <limits>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -11,6 +12,7 @@
 #include "core/error.h"
 #include "sim/compute_model.h"
 #include "sim/event_queue.h"
+#include "sim/large_pages.h"
 #include "sim/network.h"
 
 namespace tessel::sim {
@@ -54,9 +56,36 @@ class Run {
  private:
   struct Event {
     std::int32_t task;
-    std::uint32_t version;
+    std::uint32_t version;  // compute tasks: the device's run_version_ when it was scheduled
   };
-  using ReadyHeap = std::vector<std::pair<std::int64_t, std::int32_t>>;  // (key, task), smallest first
+  // A task that became ready: when, and which task released it (for the critical path).
+  struct Released {
+    std::int32_t task;
+    std::int32_t by;  // the dependency that finished last, -1 for none
+    SimTime at;
+  };
+  struct Ready {
+    std::int64_t key;  // smallest first: -rank (longest path) or arrival order (FIFO)
+    Released r;
+    friend bool operator>(const Ready& a, const Ready& b) {
+      return a.key > b.key || (a.key == b.key && a.r.task > b.r.task);
+    }
+  };
+  using ReadyHeap = std::vector<Ready>;
+
+  // Per task, what the event loop reads, written once in setup: 32 bytes, so that
+  // releasing or starting a task touches one half cache line of it.
+  struct alignas(32) Info {
+    SimTime rank = 0;          // longest undisturbed path to the end, itself included
+    std::int64_t amount = 0;   // moves: bytes; other tasks: undisturbed duration (ps)
+    std::int32_t dev = 0;      // the device whose lanes run it
+    std::int32_t writes = -1;  // buffer, -1 for outputs
+    std::int32_t route = -1;   // moves: index into routes_
+    std::int8_t lane = kNoLane;       // the lane its time is accounted to
+    std::int8_t slot_lane = kNoLane;  // the lane it queues for: kCompute on single-lane devices
+    std::uint16_t reads = 0;          // buffers it reads: the first `reads` of its adjacency
+  };
+  static_assert(sizeof(Info) == 32);
 
   // ---- setup ------------------------------------------------------------------
 
@@ -66,76 +95,78 @@ class Run {
     if (tg_.num_devices > m_.num_devices())
       fail("the task graph is placed on ", tg_.num_devices, " devices but machine '", m_.name, "' has ",
            m_.num_devices());
-    for (std::size_t b = 0; b < tg_.buffers.size(); ++b)
-      if (!tg_.buffers[b].device.valid() || tg_.buffers[b].device.value >= tg_.num_devices)
-        fail("task graph: buffer ", b, " lives on device ", tg_.buffers[b].device.value, " of ", tg_.num_devices);
-
     n_ = static_cast<std::int32_t>(tg_.tasks.size());
     devices_ = tg_.num_devices;
     const auto n = static_cast<std::size_t>(n_);
-    lane_.resize(n);
-    slot_lane_.resize(n);
-    hot_.assign(n, Hot{});
+    const std::size_t nb = tg_.buffers.size();
+    bufs_.resize(nb);
+    for (std::size_t b = 0; b < nb; ++b) {
+      const Buffer& buf = tg_.buffers[b];
+      if (!buf.device.valid() || buf.device.value >= devices_)
+        fail("task graph: buffer ", b, " lives on device ", buf.device.value, " of ", devices_);
+      bufs_[b].bytes = buf.bytes();
+      bufs_[b].dev = buf.device.value;
+    }
+    info_.resize(n);
+    deps_left_.resize(n);
     link_bytes_.assign(m_.links.size(), 0);
     // Route per (source, destination) pair: a flat table for up to 2,048 devices, a hash
     // map beyond (lookups only; no order is taken from it).
     const bool flat = devices_ <= 2048;
-    std::vector<std::int32_t> route_flat(flat ? static_cast<std::size_t>(devices_) * static_cast<std::size_t>(devices_) : 0, -1);
+    LargeVector<std::int32_t> route_flat(flat ? static_cast<std::size_t>(devices_) * static_cast<std::size_t>(devices_) : 0, -1);
     std::unordered_map<std::int64_t, std::int32_t> route_map;
-    bytes_.resize(n);
-    read_offset_.assign(n + 1, 0);
-    read_buf_.clear();
-    const std::size_t nb = tg_.buffers.size();
-    buf_bytes_.resize(nb);
-    buf_dev_.resize(nb);
-    for (std::size_t b = 0; b < nb; ++b) {
-      buf_bytes_[b] = tg_.buffers[b].bytes();
-      buf_dev_[b] = tg_.buffers[b].device.value;
-    }
-    readers_left_.assign(nb, 0);
-    writers_left_.assign(nb, 0);
-    allocated_.assign(nb, 0);
+    std::vector<LinkId> route_links;  // scratch
     // One pass over the tasks: TaskGraph::validate()'s checks, and every field the event
-    // loop needs copied into compact arrays.
-    succ_offset_.assign(n + 1, 0);
-    std::vector<std::int32_t> dep_offset(n + 1, 0), dep_buf;
+    // loop needs copied into compact arrays (TaskGraph's own Task structs are large).
+    // adj_offset_[i + 1] counts task i's successors until the offsets are summed; rank
+    // holds each task's undisturbed duration until the priority pass replaces it.
+    adj_offset_.assign(n + 1, 0);
+    LargeVector<std::int32_t> dep_offset(n + 1, 0), dep_buf, read_buf;
+    std::vector<const DeviceType*> type_of(static_cast<std::size_t>(devices_));
+    std::vector<char> single_lane(static_cast<std::size_t>(devices_));
+    for (std::int32_t dev = 0; dev < devices_; ++dev) {
+      type_of[static_cast<std::size_t>(dev)] = &m_.type_of(DeviceId(dev));
+      single_lane[static_cast<std::size_t>(dev)] = type_of[static_cast<std::size_t>(dev)]->single_lane;
+    }
     dep_buf.reserve(n * 2);
+    read_buf.reserve(n * 2);
     for (std::size_t i = 0; i < n; ++i) {
       const Task& t = tg_.tasks[i];
+      Info& in = info_[i];
       for (TaskId d : t.deps) {
         if (!d.valid() || d.index() >= i)
           fail("task graph: task ", i, " depends on task ", d.value, ", which does not precede it");
         dep_buf.push_back(d.value);
-        ++succ_offset_[d.index() + 1];
+        ++adj_offset_[d.index() + 1];
       }
       dep_offset[i + 1] = static_cast<std::int32_t>(dep_buf.size());
-      hot_[i].remaining_deps = static_cast<std::int32_t>(t.deps.size());
-      for (BufferId b : t.reads)
+      deps_left_[i] = static_cast<std::int32_t>(t.deps.size());
+      if (t.reads.size() > std::numeric_limits<std::uint16_t>::max())
+        fail("task graph: task ", i, " reads ", t.reads.size(), " buffers; the simulator supports at most ",
+             std::numeric_limits<std::uint16_t>::max());
+      for (BufferId b : t.reads) {
         if (!b.valid() || b.index() >= nb) fail("task graph: task ", i, " reads unknown buffer ", b.value);
+        read_buf.push_back(b.value);
+        ++bufs_[b.index()].readers_left;
+      }
+      in.reads = static_cast<std::uint16_t>(t.reads.size());
       if (t.kind != TaskKind::output && (!t.writes.valid() || t.writes.index() >= nb))
         fail("task graph: task ", i, " writes unknown buffer ", t.writes.value);
       if (!t.device.valid() || t.device.value >= devices_ || !t.dst_device.valid() || t.dst_device.value >= devices_)
         fail("task graph: task ", i, " runs on device ", t.device.value, " of ", devices_);
       // The device whose lanes run the task. A move into a single-lane device (a CPU
       // worker) is a copy the receiving worker makes itself when it is free: it runs there.
-      hot_[i].dev = t.kind == TaskKind::move && m_.type_of(t.dst_device).single_lane ? t.dst_device.value
-                                                                                     : t.device.value;
-      bytes_[i] = t.bytes;
-      hot_[i].writes = t.writes.valid() ? t.writes.value : -1;
-      if (t.writes.valid()) ++writers_left_[t.writes.index()];
-      for (BufferId b : t.reads) {
-        read_buf_.push_back(b.value);
-        ++readers_left_[b.index()];
-      }
-      read_offset_[i + 1] = static_cast<std::int32_t>(read_buf_.size());
+      in.dev = t.kind == TaskKind::move && single_lane[t.dst_device.index()] ? t.dst_device.value : t.device.value;
+      in.writes = t.writes.valid() ? t.writes.value : -1;
+      if (t.writes.valid()) ++bufs_[t.writes.index()].writers_left;
       switch (t.kind) {
         case TaskKind::input:
-        case TaskKind::output: lane_[i] = kNoLane; break;
-        case TaskKind::compute: lane_[i] = kCompute; break;
-        case TaskKind::touch: lane_[i] = kCopy; break;
-        case TaskKind::move: lane_[i] = kComm; break;
+        case TaskKind::output: in.lane = kNoLane; break;
+        case TaskKind::compute: in.lane = kCompute; break;
+        case TaskKind::touch: in.lane = kCopy; break;
+        case TaskKind::move: in.lane = kComm; break;
       }
-      slot_lane_[i] = lane_[i] != kNoLane && m_.type_of(DeviceId(hot_[i].dev)).single_lane ? kCompute : lane_[i];
+      in.slot_lane = in.lane != kNoLane && single_lane[static_cast<std::size_t>(in.dev)] ? kCompute : in.lane;
       if (t.kind == TaskKind::move) {
         const std::int64_t key = static_cast<std::int64_t>(t.device.value) * devices_ + t.dst_device.value;
         std::int32_t* slot = nullptr;
@@ -144,38 +175,56 @@ class Run {
         } else {
           slot = &route_map.try_emplace(key, -1).first->second;
         }
-        if (*slot < 0) *slot = routes_.add(m_, m_.route(t.device, t.dst_device));
+        if (*slot < 0) {
+          m_.route(t.device, t.dst_device, route_links);
+          *slot = routes_.add(m_, route_links);
+        }
         const std::int32_t r = *slot;
-        hot_[i].route = r;
+        in.route = r;
         for (LinkId l : routes_.route(r)) link_bytes_[l.index()] += t.bytes;
         bytes_moved_ += t.bytes;
-        SimTime serial = t.bytes > 0 ? to_sim_time(static_cast<double>(t.bytes) / routes_.bytes_per_s[r]) : 0;
-        hot_[i].nominal = routes_.latency[r] + serial;
-      } else if (lane_[i] != kNoLane) {
-        hot_[i].nominal = to_sim_time(compute_seconds(t, tg_, m_.type_of(t.device)));
+        SimTime serial = t.bytes > 0 ? to_sim_time(static_cast<double>(t.bytes) / routes_.bytes_per_s(r)) : 0;
+        in.rank = routes_.latency(r) + serial;
+        in.amount = t.bytes;
+      } else if (in.lane != kNoLane) {
+        in.rank = in.amount = to_sim_time(compute_seconds(t, tg_, *type_of[t.device.index()]));
       }
     }
-    network_ = make_network_model(o_.network, NetworkContext{m_, routes_, n_});
+    // In flight at once: comm_channels moves per device; ids are the slots of moves_active_.
+    const auto slots = static_cast<std::size_t>(devices_) * static_cast<std::size_t>(o_.comm_channels);
+    network_ = make_network_model(o_.network, NetworkContext{m_, routes_, static_cast<std::int32_t>(slots)});
 
-    // Successors (CSR), in task order.
-    for (std::size_t i = 0; i < n; ++i) succ_offset_[i + 1] += succ_offset_[i];
-    succ_.resize(static_cast<std::size_t>(succ_offset_[n]));
+    // Adjacency (CSR): per task, the buffers it reads, then its successors in task order.
+    for (std::size_t i = 0; i < n; ++i)
+      adj_offset_[i + 1] += adj_offset_[i] + static_cast<std::int32_t>(info_[i].reads);
+    adj_.resize(static_cast<std::size_t>(adj_offset_[n]));
     {
-      std::vector<std::int32_t> fill(succ_offset_.begin(), succ_offset_.end() - 1);
+      // Reads first; dep_offset then becomes each task's next free successor position.
+      std::size_t r = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        auto at = static_cast<std::size_t>(adj_offset_[i]);
+        for (std::uint16_t k = 0; k < info_[i].reads; ++k) adj_[at++] = read_buf[r++];
+      }
+      LargeVector<std::int32_t>& fill = read_buf;
+      fill.resize(n);
+      for (std::size_t i = 0; i < n; ++i) fill[i] = adj_offset_[i] + static_cast<std::int32_t>(info_[i].reads);
       for (std::size_t i = 0; i < n; ++i)
         for (auto k = dep_offset[i]; k < dep_offset[i + 1]; ++k)
-          succ_[static_cast<std::size_t>(fill[static_cast<std::size_t>(dep_buf[static_cast<std::size_t>(k)])]++)] =
+          adj_[static_cast<std::size_t>(fill[static_cast<std::size_t>(dep_buf[static_cast<std::size_t>(k)])]++)] =
               static_cast<std::int32_t>(i);
     }
 
     // Priority: the longest undisturbed path from a task to the end, itself included.
+    // In reverse task order every successor's rank is final when it is read.
     if (o_.priority == Priority::longest_path) {
       for (std::size_t i = n; i-- > 0;) {
         SimTime best = 0;
-        for (auto s = succ_offset_[i]; s < succ_offset_[i + 1]; ++s)
-          best = std::max(best, hot_[static_cast<std::size_t>(succ_[static_cast<std::size_t>(s)])].rank);
-        hot_[i].rank = best + hot_[i].nominal;
+        for (auto s = adj_offset_[i] + info_[i].reads; s < adj_offset_[i + 1]; ++s)
+          best = std::max(best, info_[static_cast<std::size_t>(adj_[static_cast<std::size_t>(s)])].rank);
+        info_[i].rank += best;
       }
+    } else {
+      for (Info& in : info_) in.rank = 0;
     }
 
     // BSP phases, compressed to 0..P-1 in order.
@@ -199,6 +248,7 @@ class Run {
                  phases[d.index()], "); the bsp policy cannot run it");
     }
 
+    rec_.resize(n);
     const auto d = static_cast<std::size_t>(devices_);
     free_slots_.resize(d * kLanes);
     for (std::size_t dev = 0; dev < d; ++dev) {
@@ -235,14 +285,14 @@ class Run {
                    std::any_of(compute_slowdown_.begin(), compute_slowdown_.end(), [](double s) { return s > 1; });
     }
     compute_running_.assign(d, -1);
+    run_version_.assign(d, 0);
     run_remaining_.assign(d, 0);
     run_factor_.assign(d, 1);
     run_last_.assign(d, 0);
-    moves_active_.assign(d * static_cast<std::size_t>(o_.comm_channels), -1);
+    moves_active_.assign(slots, -1);
     applied_comm_.assign(d, 0);
     applied_compute_.assign(d, 0);
     interf_dirty_.assign(d, 0);
-    cause_.assign(n, -1);
     queue_.reserve(static_cast<std::size_t>(devices_) * 4);
   }
 
@@ -250,7 +300,7 @@ class Run {
 
   void loop() {
     for (std::int32_t i = 0; i < n_; ++i)
-      if (hot_[static_cast<std::size_t>(i)].remaining_deps == 0) make_ready(i, 0);
+      if (deps_left_[static_cast<std::size_t>(i)] == 0) make_ready(Released{i, -1, 0});
     settle(0);
     for (;;) {
       SimTime t = std::min(queue_.next_time(), network_->next_time());
@@ -258,14 +308,16 @@ class Run {
       do {
         while (queue_.next_time() == t) {
           Event e = queue_.pop();
-          if (e.version != hot_[static_cast<std::size_t>(e.task)].version) continue;  // rescheduled since
+          const Info& in = info_[static_cast<std::size_t>(e.task)];
+          // A compute task's finish is stale once interference re-timed it.
+          if (in.lane == kCompute && e.version != run_version_[static_cast<std::size_t>(in.dev)]) continue;
           finish_lane_task(e.task, t);
         }
         if (network_->next_time() == t) {
           finished_.clear();
           // Finishes are counted as task completions; the rest are network-internal events.
           events_ += network_->advance(t, finished_) - static_cast<std::int64_t>(finished_.size());
-          for (std::int32_t id : finished_) finish_move(id, t);
+          for (std::int32_t slot : finished_) finish_move(slot, t);
         }
         settle(t);
       } while (queue_.next_time() == t || network_->next_time() == t);
@@ -282,9 +334,9 @@ class Run {
     while (!instant_.empty() || !dirty_lanes_.empty()) {
       // Zero-time tasks in the order they became ready (completing one may append more).
       for (std::size_t k = 0; k < instant_.size(); ++k) {
-        const std::int32_t i = instant_[k];
-        begin_task(i, t);
-        complete(i, t);
+        const Released r = instant_[k];
+        begin_task(r, t);
+        complete(r.task, t);
       }
       instant_.clear();
       dispatch(t);
@@ -292,32 +344,35 @@ class Run {
     if (interfere_) apply_interference(t);
   }
 
-  void make_ready(std::int32_t i, SimTime t) {
-    const auto ui = static_cast<std::size_t>(i);
+  void make_ready(const Released& r) {
+    const auto ui = static_cast<std::size_t>(r.task);
     if (o_.policy == Policy::bsp && phase_[ui] != current_phase_) {
       assert(phase_[ui] > current_phase_);
-      held_[static_cast<std::size_t>(phase_[ui])].push_back(i);
+      held_[static_cast<std::size_t>(phase_[ui])].push_back(r);
       return;
     }
-    if (lane_[ui] == kNoLane) {
-      instant_.push_back(i);
+    const Info& in = info_[ui];
+    if (in.lane == kNoLane) {
+      instant_.push_back(r);
       return;
     }
-    const std::size_t slot = lane_slot(i);
-    std::int64_t key = o_.priority == Priority::longest_path ? -hot_[ui].rank : ready_seq_++;
+    const std::size_t slot = lane_slot(in);
+    // Lines its start will write, requested now.
+    __builtin_prefetch(&rec_[ui], 1);
+    __builtin_prefetch(&adj_offset_[ui]);
+    if (in.writes >= 0) __builtin_prefetch(&bufs_[static_cast<std::size_t>(in.writes)], 1);
+    std::int64_t key = o_.priority == Priority::longest_path ? -in.rank : ready_seq_++;
     ReadyHeap& h = ready_[slot];
-    h.emplace_back(key, i);
+    h.push_back(Ready{key, r});
     std::push_heap(h.begin(), h.end(), std::greater<>());
     if (!lane_dirty_[slot]) {
       lane_dirty_[slot] = 1;
       dirty_lanes_.push_back(static_cast<std::int32_t>(slot));
     }
-    (void)t;
   }
 
-  std::size_t lane_slot(std::int32_t i) const {
-    const auto ui = static_cast<std::size_t>(i);
-    return static_cast<std::size_t>(hot_[ui].dev) * kLanes + static_cast<std::size_t>(slot_lane_[ui]);
+  static std::size_t lane_slot(const Info& in) {
+    return static_cast<std::size_t>(in.dev) * kLanes + static_cast<std::size_t>(in.slot_lane);
   }
 
   void dispatch(SimTime t) {
@@ -331,85 +386,86 @@ class Run {
       ReadyHeap& h = ready_[slot];
       while (free_slots_[slot] > 0 && !h.empty()) {
         std::pop_heap(h.begin(), h.end(), std::greater<>());
-        std::int32_t i = h.back().second;
+        const Released r = h.back().r;
         h.pop_back();
         --free_slots_[slot];
-        start_lane_task(i, t);
+        start_lane_task(r, t);
       }
     }
     lanes.clear();
   }
 
   // Bookkeeping common to every task start.
-  void begin_task(std::int32_t i, SimTime t) {
+  void begin_task(const Released& r, SimTime t) {
+    const std::int32_t i = r.task;
     const auto ui = static_cast<std::size_t>(i);
-    hot_[ui].start = t;
+    const Info& in = info_[ui];
+    __builtin_prefetch(&adj_[static_cast<std::size_t>(adj_offset_[ui])]);  // read when it completes
+    rec_[ui].start = t;
     // Critical path: whichever of (last dependency, barrier, lane predecessor) released it last.
-    std::int32_t cause = hot_[ui].last_dep;
-    SimTime when = hot_[ui].ready;
+    std::int32_t cause = r.by;
+    SimTime when = r.at;
     if (o_.policy == Policy::bsp && barrier_task_ >= 0 && barrier_ps_ > when && phase_[ui] == current_phase_) {
       cause = barrier_task_;
       when = barrier_ps_;
     }
-    if (lane_[ui] != kNoLane) {
-      const std::size_t slot = lane_slot(i);
+    if (in.lane != kNoLane) {
+      const std::size_t slot = lane_slot(in);
       if (lane_release_task_[slot] >= 0 && lane_release_ps_[slot] > when) cause = lane_release_task_[slot];
     }
-    cause_[ui] = cause;
-    ++tasks_on_[static_cast<std::size_t>(hot_[ui].dev)];
-    if (hot_[ui].writes >= 0) {
-      const auto b = static_cast<std::size_t>(hot_[ui].writes);
-      if (!allocated_[b]) {
-        allocated_[b] = 1;
-        add_live(static_cast<std::size_t>(buf_dev_[b]), buf_bytes_[b], t);
+    rec_[ui].cause = cause;
+    ++tasks_on_[static_cast<std::size_t>(in.dev)];
+    if (in.writes >= 0) {
+      Buf& b = bufs_[static_cast<std::size_t>(in.writes)];
+      if (!b.allocated) {
+        b.allocated = true;
+        add_live(static_cast<std::size_t>(b.dev), b.bytes, t);
       }
     }
   }
 
-  void start_lane_task(std::int32_t i, SimTime t) {
+  void start_lane_task(const Released& r, SimTime t) {
+    const std::int32_t i = r.task;
     const auto ui = static_cast<std::size_t>(i);
-    const auto dev = static_cast<std::size_t>(hot_[ui].dev);
-    begin_task(i, t);
-    const int lane = lane_[ui];
-    lane_busy_add(dev, lane, +1, t);
-    if (lane == kComm) {
-      std::int32_t* slots = &moves_active_[dev * static_cast<std::size_t>(o_.comm_channels)];
-      for (int c = 0; c < o_.comm_channels; ++c)
-        if (slots[c] < 0) {
-          slots[c] = i;
-          break;
-        }
+    const Info& in = info_[ui];
+    const auto dev = static_cast<std::size_t>(in.dev);
+    begin_task(r, t);
+    lane_busy_add(dev, in.lane, +1, t);
+    if (in.lane == kComm) {
+      const std::size_t base = dev * static_cast<std::size_t>(o_.comm_channels);
+      std::size_t c = 0;
+      while (moves_active_[base + c] >= 0) ++c;  // a free channel exists: the lane had a free slot
+      moves_active_[base + c] = i;
       double slowdown = interfere_ && applied_compute_[dev] ? comm_slowdown_ : 1.0;
-      network_->start(i, hot_[ui].route, bytes_[ui], slowdown, t);
+      network_->start(static_cast<std::int32_t>(base + c), in.route, in.amount, slowdown, t);
       mark_interference(dev);
       return;
     }
-    if (lane == kCompute) {
+    if (in.lane == kCompute) {
       compute_running_[dev] = i;
       run_factor_[dev] = interfere_ && applied_comm_[dev] ? compute_slowdown_[dev] : 1.0;
-      run_remaining_[dev] = static_cast<double>(hot_[ui].nominal);
+      run_remaining_[dev] = static_cast<double>(in.amount);
       run_last_[dev] = t;
       mark_interference(dev);
       schedule_compute(i, dev, t);
       return;
     }
-    queue_.push(t + hot_[ui].nominal, Event{i, hot_[ui].version});
+    queue_.push(t + in.amount, Event{i, 0});
   }
 
   void schedule_compute(std::int32_t i, std::size_t dev, SimTime t) {
-    const auto ui = static_cast<std::size_t>(i);
-    ++hot_[ui].version;
+    ++run_version_[dev];
     // Exact while the factor is 1: run_remaining_ then holds an integer.
     auto d = static_cast<SimTime>(std::llround(run_remaining_[dev] * run_factor_[dev]));
-    queue_.push(t + d, Event{i, hot_[ui].version});
+    queue_.push(t + d, Event{i, run_version_[dev]});
   }
 
-  void release_lane(std::int32_t i, SimTime t) {
-    const std::size_t slot = lane_slot(i);
+  void release_lane(const Info& in, std::int32_t i, SimTime t) {
+    const std::size_t slot = lane_slot(in);
     ++free_slots_[slot];
     lane_release_task_[slot] = i;
     lane_release_ps_[slot] = t;
-    lane_busy_add(slot / kLanes, lane_[static_cast<std::size_t>(i)], -1, t);
+    lane_busy_add(static_cast<std::size_t>(in.dev), in.lane, -1, t);
     if (!ready_[slot].empty() && !lane_dirty_[slot]) {
       lane_dirty_[slot] = 1;
       dirty_lanes_.push_back(static_cast<std::int32_t>(slot));
@@ -417,50 +473,53 @@ class Run {
   }
 
   void finish_lane_task(std::int32_t i, SimTime t) {
-    const auto ui = static_cast<std::size_t>(i);
-    if (lane_[ui] == kCompute) {
-      const auto dev = static_cast<std::size_t>(hot_[ui].dev);
+    const Info& in = info_[static_cast<std::size_t>(i)];
+    if (in.lane == kCompute) {
+      const auto dev = static_cast<std::size_t>(in.dev);
       compute_running_[dev] = -1;
       mark_interference(dev);
     }
-    release_lane(i, t);
+    release_lane(in, i, t);
     complete(i, t);
   }
 
-  void finish_move(std::int32_t i, SimTime t) {
-    const auto dev = static_cast<std::size_t>(hot_[static_cast<std::size_t>(i)].dev);
-    std::int32_t* slots = &moves_active_[dev * static_cast<std::size_t>(o_.comm_channels)];
-    for (int c = 0; c < o_.comm_channels; ++c)
-      if (slots[c] == i) {
-        slots[c] = -1;
-        break;
-      }
-    mark_interference(dev);
-    release_lane(i, t);
+  void finish_move(std::int32_t slot, SimTime t) {
+    const std::int32_t i = moves_active_[static_cast<std::size_t>(slot)];
+    moves_active_[static_cast<std::size_t>(slot)] = -1;
+    const Info& in = info_[static_cast<std::size_t>(i)];
+    mark_interference(static_cast<std::size_t>(in.dev));
+    release_lane(in, i, t);
     complete(i, t);
   }
 
   void complete(std::int32_t i, SimTime t) {
     const auto ui = static_cast<std::size_t>(i);
-    hot_[ui].end = t;
+    const Info& in = info_[ui];
+    rec_[ui].end = t;
     ++completed_;
     ++events_;
-    for (auto k = read_offset_[ui]; k < read_offset_[ui + 1]; ++k) {
-      const auto b = static_cast<std::size_t>(read_buf_[static_cast<std::size_t>(k)]);
-      if (--readers_left_[b] == 0) free_buffer(b, t);
+    const std::int32_t* adj = adj_.data();
+    auto k = adj_offset_[ui];
+    const auto reads_end = k + in.reads;
+    const auto adj_end = adj_offset_[ui + 1];
+    // Every line this completion will touch, requested at once rather than one miss
+    // after another.
+    for (auto p = k; p < reads_end; ++p) __builtin_prefetch(&bufs_[static_cast<std::size_t>(adj[p])]);
+    for (auto p = reads_end; p < adj_end; ++p) {
+      __builtin_prefetch(&deps_left_[static_cast<std::size_t>(adj[p])]);
+      __builtin_prefetch(&info_[static_cast<std::size_t>(adj[p])]);
     }
-    if (hot_[ui].writes >= 0) {
-      const auto b = static_cast<std::size_t>(hot_[ui].writes);
-      if (--writers_left_[b] == 0 && readers_left_[b] == 0) free_buffer(b, t);
+    for (; k < reads_end; ++k) {
+      const auto b = static_cast<std::size_t>(adj[k]);
+      if (--bufs_[b].readers_left == 0) free_buffer(b, t);
     }
-    for (auto s = succ_offset_[ui]; s < succ_offset_[ui + 1]; ++s) {
-      const std::int32_t j = succ_[static_cast<std::size_t>(s)];
-      const auto uj = static_cast<std::size_t>(j);
-      if (t >= hot_[uj].ready) {
-        hot_[uj].ready = t;
-        hot_[uj].last_dep = i;
-      }
-      if (--hot_[uj].remaining_deps == 0) make_ready(j, t);
+    if (in.writes >= 0) {
+      const auto b = static_cast<std::size_t>(in.writes);
+      if (--bufs_[b].writers_left == 0 && bufs_[b].readers_left == 0) free_buffer(b, t);
+    }
+    for (; k < adj_end; ++k) {
+      const std::int32_t j = adj[k];
+      if (--deps_left_[static_cast<std::size_t>(j)] == 0) make_ready(Released{j, i, t});
     }
     if (o_.policy == Policy::bsp) {
       const auto p = static_cast<std::size_t>(phase_[ui]);
@@ -475,18 +534,19 @@ class Run {
       barrier_task_ = last;
       barrier_ps_ = t;
       if (current_phase_ == phases) break;
-      std::vector<std::int32_t> held;
+      std::vector<Released> held;
       held.swap(held_[static_cast<std::size_t>(current_phase_)]);
-      for (std::int32_t j : held) make_ready(j, t);
+      for (const Released& r : held) make_ready(r);
     }
   }
 
   // ---- memory -----------------------------------------------------------------
 
   void free_buffer(std::size_t b, SimTime t) {
-    if (!allocated_[b]) return;
-    allocated_[b] = 0;
-    add_live(static_cast<std::size_t>(buf_dev_[b]), -buf_bytes_[b], t);
+    Buf& buf = bufs_[b];
+    if (!buf.allocated) return;
+    buf.allocated = false;
+    add_live(static_cast<std::size_t>(buf.dev), -buf.bytes, t);
   }
 
   void add_live(std::size_t dev, std::int64_t delta, SimTime t) {
@@ -543,9 +603,10 @@ class Run {
       }
       if (compute_now != applied_compute_[dev]) {
         applied_compute_[dev] = compute_now;
-        const std::int32_t* slots = &moves_active_[dev * static_cast<std::size_t>(o_.comm_channels)];
-        for (int c = 0; c < o_.comm_channels; ++c)
-          if (slots[c] >= 0) network_->set_slowdown(slots[c], compute_now ? comm_slowdown_ : 1.0, t);
+        const std::size_t base = dev * static_cast<std::size_t>(o_.comm_channels);
+        for (std::size_t c = 0; c < static_cast<std::size_t>(o_.comm_channels); ++c)
+          if (moves_active_[base + c] >= 0)
+            network_->set_slowdown(static_cast<std::int32_t>(base + c), compute_now ? comm_slowdown_ : 1.0, t);
       }
     }
     interf_list_.clear();
@@ -560,8 +621,8 @@ class Run {
     SimTime makespan = 0;
     std::int32_t last = -1;
     for (std::int32_t i = 0; i < n_; ++i)
-      if (hot_[static_cast<std::size_t>(i)].end >= makespan) {
-        makespan = hot_[static_cast<std::size_t>(i)].end;
+      if (rec_[static_cast<std::size_t>(i)].end >= makespan) {
+        makespan = rec_[static_cast<std::size_t>(i)].end;
         last = i;
       }
     r.makespan_s = to_seconds(makespan);
@@ -585,16 +646,17 @@ class Run {
                                                  peak_[dev] - capacity_[dev], to_seconds(first_over_ps_[dev]),
                                                  to_seconds(peak_ps_[dev])});
     }
-    for (std::int32_t i = last; i >= 0; i = cause_[static_cast<std::size_t>(i)]) r.critical_path.emplace_back(i);
+    for (std::int32_t i = last; i >= 0; i = rec_[static_cast<std::size_t>(i)].cause) r.critical_path.emplace_back(i);
     std::reverse(r.critical_path.begin(), r.critical_path.end());
     r.memory = std::move(memory_);
     r.timeline.source = "sim";
     r.timeline.spans.reserve(static_cast<std::size_t>(n_));
     for (std::int32_t i = 0; i < n_; ++i) {
       const auto ui = static_cast<std::size_t>(i);
-      const Task& t = tg_.tasks[ui];
-      r.timeline.spans.push_back(Span{TaskId(i), DeviceId(hot_[ui].dev), default_lane(t.kind),
-                                      to_seconds(hot_[ui].start), to_seconds(hot_[ui].end)});
+      // Inputs and outputs have no lane of their own; the timeline shows them on compute.
+      const Lane lane = info_[ui].lane == kNoLane ? Lane::compute : static_cast<Lane>(info_[ui].lane);
+      r.timeline.spans.push_back(Span{TaskId(i), DeviceId(info_[ui].dev), lane, to_seconds(rec_[ui].start),
+                                      to_seconds(rec_[ui].end)});
     }
     return r;
   }
@@ -605,43 +667,34 @@ class Run {
   std::int32_t n_ = 0;
   std::int32_t devices_ = 0;
 
-  // Per task: the state the event loop touches, one cache line per task (TaskGraph's
-  // own Task structs are large and scattered), plus CSR arrays.
-  struct alignas(64) Hot {
+  // Per task, what the run records: written when it starts and ends.
+  struct Record {
     SimTime start = -1;
     SimTime end = -1;
-    SimTime ready = 0;    // when its last dependency finished
-    SimTime nominal = 0;  // undisturbed duration
-    SimTime rank = 0;     // longest undisturbed path to the end, itself included
-    std::int32_t dev = 0;
-    std::int32_t writes = -1;  // buffer, -1 for outputs
-    std::int32_t route = -1;   // moves: index into routes_
-    std::int32_t remaining_deps = 0;
-    std::int32_t last_dep = -1;  // the dependency that finished last
-    std::uint32_t version = 0;   // bumped when its finish event is rescheduled
+    std::int32_t cause = -1;  // the task that released it last (critical path)
   };
-  static_assert(sizeof(Hot) == 64);
-  std::vector<Hot> hot_;
-  std::vector<std::int8_t> lane_;       // the lane a task's time is accounted to
-  std::vector<std::int8_t> slot_lane_;  // the lane it queues for: kCompute on single-lane devices
-  std::vector<std::int32_t> read_offset_, read_buf_;
-  std::vector<std::int64_t> bytes_;
-  std::vector<std::int32_t> succ_offset_, succ_;
-  std::vector<std::int32_t> cause_;
+  LargeVector<Info> info_;
+  LargeVector<std::int32_t> deps_left_;  // dependencies not yet finished
+  LargeVector<std::int32_t> adj_offset_, adj_;  // CSR: reads, then successors
+  LargeVector<Record> rec_;
   std::vector<std::int32_t> phase_;
 
   // BSP.
   std::vector<std::int32_t> phase_left_;
-  std::vector<std::vector<std::int32_t>> held_;
+  std::vector<std::vector<Released>> held_;
   std::int32_t current_phase_ = 0;
   std::int32_t barrier_task_ = -1;
   SimTime barrier_ps_ = 0;
 
-  // Per buffer.
-  std::vector<std::int64_t> buf_bytes_;
-  std::vector<std::int32_t> buf_dev_;
-  std::vector<std::int32_t> readers_left_, writers_left_;
-  std::vector<char> allocated_;
+  // Per buffer: one entry, so that a read or write touches one line.
+  struct Buf {
+    std::int64_t bytes = 0;
+    std::int32_t dev = 0;
+    std::int32_t readers_left = 0;
+    std::int32_t writers_left = 0;
+    bool allocated = false;
+  };
+  LargeVector<Buf> bufs_;
 
   // Per (device, lane).
   std::vector<int> free_slots_;
@@ -660,9 +713,10 @@ class Run {
   std::vector<std::int64_t> live_, peak_, capacity_;
   std::vector<SimTime> peak_ps_, first_over_ps_;
   std::vector<std::int32_t> compute_running_;
+  std::vector<std::uint32_t> run_version_;  // bumped whenever its compute finish is (re)scheduled
   std::vector<double> run_remaining_, run_factor_;
   std::vector<SimTime> run_last_;
-  std::vector<std::int32_t> moves_active_;  // comm_channels slots per device
+  std::vector<std::int32_t> moves_active_;  // comm_channels slots per device: the network's transfer ids
   std::vector<char> applied_comm_, applied_compute_, interf_dirty_;
   std::vector<std::int32_t> interf_list_;
   std::vector<double> compute_slowdown_;
@@ -674,7 +728,8 @@ class Run {
   std::int64_t bytes_moved_ = 0;
   std::unique_ptr<NetworkModel> network_;
   EventQueue<Event> queue_;
-  std::vector<std::int32_t> instant_, finished_;
+  std::vector<Released> instant_;
+  std::vector<std::int32_t> finished_;
   std::vector<MemorySample> memory_;
   std::int64_t ready_seq_ = 0;
   std::int64_t events_ = 0;
