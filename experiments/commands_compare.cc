@@ -57,14 +57,18 @@ double span_of(const Timeline& tl) {
   return hi - lo;
 }
 
-runtime::Calibration run_calibration(int devices, double seconds_per_point) {
-  std::fprintf(stderr, "calibrating the CPU backend with %d workers...\n", devices);
-  runtime::Calibration c = runtime::calibrate_cpu({devices, seconds_per_point});
+void print_calibration(const runtime::Calibration& c) {
   std::fprintf(stderr, "  GEMM peak %s per worker, generic %s, memory %s/s, copies %s/s alone, %s/s each when all copy, "
                "%s per task\n",
                human_count(c.peak_flops_per_s, "flop/s").c_str(), human_count(c.generic_flops_per_s, "flop/s").c_str(),
                human_bytes(c.memory_bytes_per_s).c_str(), human_bytes(c.copy_bytes_per_s_alone).c_str(),
                human_bytes(c.copy_bytes_per_s_shared).c_str(), human_seconds(c.task_overhead_s).c_str());
+}
+
+runtime::Calibration run_calibration(int devices, double seconds_per_point, int rounds) {
+  std::fprintf(stderr, "calibrating the CPU backend with %d workers (%d rounds)...\n", devices, rounds);
+  runtime::Calibration c = runtime::calibrate_cpu({devices, seconds_per_point, rounds});
+  print_calibration(c);
   return c;
 }
 
@@ -74,6 +78,7 @@ void add_calibrate(CLI::App& app) {
     int devices = 0;
     std::string out;
     double seconds = 0.05;
+    int rounds = 3;
     bool json_out = false;
   };
   auto o = std::make_shared<Opts>();
@@ -81,14 +86,19 @@ void add_calibrate(CLI::App& app) {
   cmd->add_option("--backend", o->backend, "cpu")->capture_default_str();
   cmd->add_option("-d,--devices", o->devices, "workers (default: every core)");
   cmd->add_option("-o,--output", o->out, "machine JSON to write")->required();
-  cmd->add_option("--seconds", o->seconds, "measuring time per point")->capture_default_str();
+  cmd->add_option("--seconds", o->seconds, "measuring time per point and round")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--rounds", o->rounds, "rounds over all points; each point keeps its median")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", o->json_out, "print the measurements as JSON");
   cmd->footer("Example:\n  tessel calibrate -d 2 -o cpu2.json && tessel simulate -w chain -d 2 -m cpu2.json");
   cmd->callback([o] {
     if (o->backend != "cpu") fail("calibrate: unknown backend '", o->backend, "' (this build calibrates: cpu)");
     int devices = o->devices > 0 ? o->devices : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     warn_oversubscribed(devices);
-    runtime::Calibration c = run_calibration(devices, o->seconds);
+    runtime::Calibration c = run_calibration(devices, o->seconds, o->rounds);
     Machine m = runtime::machine_from_calibration(c);
     write_file_atomic(o->out, to_json(m).dump(2) + "\n");
     if (o->json_out) {
@@ -118,6 +128,8 @@ void add_compare(CLI::App& app) {
     std::string machine;
     std::string network = "flow";
     int repeat = 5;
+    int warmup = 1;
+    double calibration_seconds = 0.05;
     std::uint64_t seed = 1;
     std::string trace_dir;
     bool json_out = false;
@@ -130,9 +142,19 @@ void add_compare(CLI::App& app) {
   cmd->add_option("-s,--strategy", o->strategies, "comma-separated strategies")->capture_default_str();
   cmd->add_option("--policy", o->policies, "comma-separated policies: async, bsp")->capture_default_str();
   cmd->add_option("--backend", o->backend, "cpu")->capture_default_str();
-  cmd->add_option("-m,--machine", o->machine, "machine JSON from `tessel calibrate` (default: calibrate now)");
+  cmd->add_option("-m,--machine", o->machine,
+                  "machine JSON from `tessel calibrate` (default: calibrate here, one calibration round before each "
+                  "timed round, so that both see the machine at the same moments)");
   cmd->add_option("--network", o->network, "simulator network model: alpha-beta or flow")->capture_default_str();
   cmd->add_option("--repeat", o->repeat, "measured runs per row; the median is reported")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--warmup", o->warmup,
+                  "untimed runs of every row before the timed ones (first runs pay for page faults and cold caches)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--calibration-seconds", o->calibration_seconds,
+                  "without -m: measuring time of each calibration point per round")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_option("--seed", o->seed, "seed of the random inputs")->capture_default_str();
@@ -163,8 +185,6 @@ void add_compare(CLI::App& app) {
       if (machine.num_devices() != devices)
         fail("machine '", o->machine, "' describes ", machine.num_devices(), " devices but ", devices,
              " were asked for (calibrate again with -d ", devices, ")");
-    } else {
-      machine = runtime::machine_from_calibration(run_calibration(devices, 0.05));
     }
     if (!o->trace_dir.empty()) std::filesystem::create_directories(o->trace_dir);
 
@@ -174,66 +194,112 @@ void add_compare(CLI::App& app) {
     std::vector<double> sims, meas;
     std::map<std::string, TaskKindError> by_kind;
     bool all_ok = true;
-    for (std::size_t si = 0; si < strategies.size(); ++si) {
-      TaskGraph tg = lower(g, decompositions[si]);
+    // The runs go round-robin over the rows (warm-up rounds untimed), so that a machine
+    // that drifts in speed during the comparison — a shared VM does — shifts every row
+    // alike instead of a few. Without -m, each timed round also runs one calibration
+    // round, and the machine is the calibration's medians: calibration and measurement
+    // then sample the same stretch of time. The simulations come last.
+    struct Row {
+      std::size_t strategy = 0;
+      runtime::Policy policy = runtime::Policy::async;
+      const TaskGraph* tg = nullptr;
+      std::unique_ptr<runtime::CpuExecutor> exec;  // one per row: its workspaces stay warm across rounds
+      sim::SimResult sim;
+      std::vector<std::pair<double, Timeline>> runs;  // (span, timeline)
+      bool ok = true;
+      double worst = 0;
+    };
+    std::vector<TaskGraph> graphs;
+    graphs.reserve(strategies.size());
+    for (const Decomposition& d : decompositions) graphs.push_back(lower(g, d));
+    std::vector<Row> plan_rows;
+    for (std::size_t si = 0; si < strategies.size(); ++si)
       for (runtime::Policy policy : policies) {
-        sim::SimOptions so;
-        so.network = o->network;
-        so.policy = policy == runtime::Policy::async ? sim::Policy::async : sim::Policy::bsp;
-        sim::SimResult sr = sim::simulate(tg, machine, so);
-        runtime::CpuExecutor exec({policy, true});
-        std::vector<std::pair<double, runtime::RunResult>> runs;
-        for (int r = 0; r < o->repeat; ++r) {
-          runtime::RunResult res = exec.run(g, tg, inputs);
-          runs.emplace_back(span_of(res.timeline), std::move(res));
-        }
-        std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-        const auto& [measured_s, median] = runs[runs.size() / 2];
-        bool ok = false;
-        json check = check_outputs(g, median.outputs, want, &ok);
-        double worst = 0;
-        for (const auto& c : check) worst = std::max(worst, c["normwise_rel_error"].get<double>());
-        all_ok = all_ok && ok;
-        // Per-task durations, matched by task id.
-        double t0 = median.timeline.spans.empty() ? 0 : median.timeline.spans.front().start_s;
-        for (const Span& s : median.timeline.spans) t0 = std::min(t0, s.start_s);
-        for (std::size_t i = 0; i < tg.tasks.size(); ++i) {
-          const Task& t = tg.tasks[i];
-          if (t.kind == TaskKind::input || t.kind == TaskKind::output) continue;
-          double ds = sr.timeline.spans[i].end_s - sr.timeline.spans[i].start_s;
-          double dm = median.timeline.spans[i].end_s - median.timeline.spans[i].start_s;
-          TaskKindError& e = by_kind[std::string(to_string(t.kind))];
-          ++e.count;
-          e.simulated_s += ds;
-          e.measured_s += dm;
-          e.abs_error_s += std::fabs(ds - dm);
-        }
-        std::string policy_name(runtime::to_string(policy));
-        if (!o->trace_dir.empty()) {
-          std::string stem = o->trace_dir + "/" + strategies[si] + "-" + policy_name;
-          std::ostringstream a, b;
-          write_chrome_trace(a, sr.timeline, &tg, &g);
-          Timeline shifted = median.timeline;
-          for (Span& s : shifted.spans) {
-            s.start_s -= t0;
-            s.end_s -= t0;
-          }
-          write_chrome_trace(b, shifted, &tg, &g);
-          write_file_atomic(stem + "-simulated.json", a.str());
-          write_file_atomic(stem + "-measured.json", b.str());
-        }
-        double err = (sr.makespan_s - measured_s) / measured_s * 100;
-        sims.push_back(sr.makespan_s);
-        meas.push_back(measured_s);
-        rows.push_back({{"strategy", strategies[si]},
-                        {"policy", policy_name},
-                        {"tasks", tg.size()},
-                        {"simulated_s", sr.makespan_s},
-                        {"measured_s", measured_s},
-                        {"error_pct", err},
-                        {"correct", ok},
-                        {"max_normwise_error", worst}});
+        Row row;
+        row.strategy = si;
+        row.policy = policy;
+        row.tg = &graphs[si];
+        row.exec = std::make_unique<runtime::CpuExecutor>(runtime::CpuOptions{policy, true});
+        plan_rows.push_back(std::move(row));
       }
+    std::unique_ptr<runtime::CpuCalibrator> calibrator;
+    if (calibrated_now) {
+      std::fprintf(stderr, "calibrating the CPU backend with %d workers, one round before each timed round\n",
+                   devices);
+      calibrator = std::make_unique<runtime::CpuCalibrator>(runtime::CalibrationOptions{devices, o->calibration_seconds, 1});
+    }
+    for (int round = 0; round < o->warmup + o->repeat; ++round) {
+      if (calibrator && round >= o->warmup) calibrator->round();
+      for (Row& row : plan_rows) {
+        runtime::RunResult res = row.exec->run(g, *row.tg, inputs);
+        // Every run's result is checked, the untimed ones too: a wrong answer is never
+        // hidden behind a median.
+        bool ok = false;
+        json check = check_outputs(g, res.outputs, want, &ok);
+        row.ok = row.ok && ok;
+        for (const auto& c : check) row.worst = std::max(row.worst, c["normwise_rel_error"].get<double>());
+        if (round >= o->warmup) row.runs.emplace_back(span_of(res.timeline), std::move(res.timeline));
+      }
+    }
+    json calibration;  // null unless calibrated here
+    if (calibrator) {
+      runtime::Calibration c = calibrator->result();
+      print_calibration(c);
+      calibration = runtime::to_json(c);
+      machine = runtime::machine_from_calibration(c);
+    }
+    for (Row& row : plan_rows) {
+      sim::SimOptions so;
+      so.network = o->network;
+      so.policy = row.policy == runtime::Policy::async ? sim::Policy::async : sim::Policy::bsp;
+      row.sim = sim::simulate(*row.tg, machine, so);
+    }
+    for (Row& row : plan_rows) {
+      const TaskGraph& tg = *row.tg;
+      const sim::SimResult& sr = row.sim;
+      auto& runs = row.runs;
+      std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      const auto& [measured_s, median] = runs[runs.size() / 2];
+      all_ok = all_ok && row.ok;
+      // Per-task durations, matched by task id.
+      double t0 = median.spans.empty() ? 0 : median.spans.front().start_s;
+      for (const Span& s : median.spans) t0 = std::min(t0, s.start_s);
+      for (std::size_t i = 0; i < tg.tasks.size(); ++i) {
+        const Task& t = tg.tasks[i];
+        if (t.kind == TaskKind::input || t.kind == TaskKind::output) continue;
+        double ds = sr.timeline.spans[i].end_s - sr.timeline.spans[i].start_s;
+        double dm = median.spans[i].end_s - median.spans[i].start_s;
+        TaskKindError& e = by_kind[std::string(to_string(t.kind))];
+        ++e.count;
+        e.simulated_s += ds;
+        e.measured_s += dm;
+        e.abs_error_s += std::fabs(ds - dm);
+      }
+      std::string policy_name(runtime::to_string(row.policy));
+      if (!o->trace_dir.empty()) {
+        std::string stem = o->trace_dir + "/" + strategies[row.strategy] + "-" + policy_name;
+        std::ostringstream a, b;
+        write_chrome_trace(a, sr.timeline, &tg, &g);
+        Timeline shifted = median;
+        for (Span& s : shifted.spans) {
+          s.start_s -= t0;
+          s.end_s -= t0;
+        }
+        write_chrome_trace(b, shifted, &tg, &g);
+        write_file_atomic(stem + "-simulated.json", a.str());
+        write_file_atomic(stem + "-measured.json", b.str());
+      }
+      double err = (sr.makespan_s - measured_s) / measured_s * 100;
+      sims.push_back(sr.makespan_s);
+      meas.push_back(measured_s);
+      rows.push_back({{"strategy", strategies[row.strategy]},
+                      {"policy", policy_name},
+                      {"tasks", tg.size()},
+                      {"simulated_s", sr.makespan_s},
+                      {"measured_s", measured_s},
+                      {"error_pct", err},
+                      {"correct", row.ok},
+                      {"max_normwise_error", row.worst}});
     }
     double mape = 0;
     for (const auto& r : rows) mape += std::fabs(r["error_pct"].get<double>());
@@ -262,8 +328,10 @@ void add_compare(CLI::App& app) {
                   {"devices", devices},
                   {"backend", o->backend},
                   {"machine", calibrated_now ? std::string("calibrated now") : o->machine},
+                  {"calibration", calibration},
                   {"network", o->network},
                   {"repeat", o->repeat},
+                  {"warmup", o->warmup},
                   {"rows", rows},
                   {"mape_pct", mape},
                   {"kendall_tau", tau},
@@ -271,9 +339,9 @@ void add_compare(CLI::App& app) {
                   {"task_kinds", kinds},
                   {"correct", all_ok}});
     } else {
-      std::printf("%s on %d devices, backend %s, machine %s, network %s, median of %d runs\n\n",
+      std::printf("%s on %d devices, backend %s, machine %s, network %s, median of %d runs after %d warm-up\n\n",
                   o->graph.describe().c_str(), devices, o->backend.c_str(),
-                  calibrated_now ? "calibrated now" : o->machine.c_str(), o->network.c_str(), o->repeat);
+                  calibrated_now ? "calibrated now" : o->machine.c_str(), o->network.c_str(), o->repeat, o->warmup);
       std::printf("  %-16s %-6s %7s %12s %12s %8s  %s\n", "strategy", "policy", "tasks", "simulated", "measured",
                   "error", "check");
       for (const auto& r : rows)

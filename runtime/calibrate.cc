@@ -65,147 +65,218 @@ double per_call_seconds(int workers, double min_seconds, const std::function<voi
 
 }  // namespace
 
-Calibration calibrate_cpu(const CalibrationOptions& o) {
-  if (o.devices < 1) fail("calibrate: device count ", o.devices, " must be >= 1");
-  Calibration c;
-  c.devices = o.devices;
-  const int n = o.devices;
+// Each probe measures seconds per call of one micro-benchmark. The probes run in
+// rounds, every probe once per round, and each keeps its median over the rounds: a
+// machine whose speed drifts while it is calibrated (a shared VM's does, by 15% and
+// more within a minute) then drifts under every probe alike, and one slow or fast
+// moment does not decide any figure.
+struct CpuCalibrator::State {
+  explicit State(const CalibrationOptions& opts) : o(opts), n(opts.devices) {
+    if (o.devices < 1) fail("calibrate: device count ", o.devices, " must be >= 1");
+    c.devices = o.devices;
+    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    c.cache_capacity_bytes = l2 > 0 ? l2 : (1 << 20);
+    cache_rows = std::max<std::int64_t>(2, c.cache_capacity_bytes / 4 / 2 / cache_cols / 2 * 2);
+    cache_half = Rect{2, {0, 0}, {cache_rows / 2, cache_cols}};
 
-  // GEMMs through the executor's own kernel (float, Eigen, one thread per worker).
-  for (int size : {8, 16, 32, 64, 128, 256, 512}) {
-    Einsum e = Einsum::from_subscripts("ij,jk->ik", {{size, size}, {size, size}});
-    std::vector<std::vector<float>> a(n), b(n), out(n);
-    std::vector<cpu::Scratch<float>> scratch(n);
-    double s = per_call_seconds(
-        n, o.seconds_per_point,
-        [&](int w) {
-          a[w].assign(static_cast<std::size_t>(size) * size, 0.5f);
-          b[w].assign(static_cast<std::size_t>(size) * size, 0.25f);
-          out[w].assign(static_cast<std::size_t>(size) * size, 0.f);
-        },
-        [&](int w) { cpu::einsum_block<float>(e, {a[w].data(), b[w].data()}, out[w].data(), scratch[w]); });
-    double flops = e.flops();
-    c.gemm.push_back({size, flops, flops / s});
-    c.peak_flops_per_s = std::max(c.peak_flops_per_s, flops / s);
-  }
-
-  // Generic kernels: arithmetic elementwise and reduction shapes (generic rate), then
-  // the same with transcendental functions (their extra cost).
-  {
-    const std::int64_t rows = 256, cols = 1024;
-    auto measure = [&](const std::vector<Einsum>& kernels, double* flops, double* transcendental) {
-      double seconds = 0;
-      *flops = *transcendental = 0;
-      for (const Einsum& e : kernels) {
-        std::vector<std::vector<float>> x(n), y(n), out(n);
+    // GEMMs through the executor's own kernel (float, Eigen, one thread per worker).
+    for (int size : gemm_sizes)
+      probes.emplace_back([this, size] {
+        Einsum e = Einsum::from_subscripts("ij,jk->ik", {{size, size}, {size, size}});
+        std::vector<std::vector<float>> a(n), b(n), out(n);
         std::vector<cpu::Scratch<float>> scratch(n);
-        seconds += per_call_seconds(
+        return per_call_seconds(
             n, o.seconds_per_point,
             [&](int w) {
-              x[w].assign(static_cast<std::size_t>(rows * cols), 0.5f);
-              y[w].assign(static_cast<std::size_t>(rows * cols), 0.25f);
-              out[w].assign(static_cast<std::size_t>(rows * cols), 0.f);
+              a[w].assign(static_cast<std::size_t>(size) * size, 0.5f);
+              b[w].assign(static_cast<std::size_t>(size) * size, 0.25f);
+              out[w].assign(static_cast<std::size_t>(size) * size, 0.f);
             },
-            [&](int w) {
-              std::vector<const float*> ops = {x[w].data()};
-              if (e.inputs.size() > 1) ops.push_back(y[w].data());
-              cpu::einsum_block<float>(e, ops, out[w].data(), scratch[w]);
-            });
-        *flops += e.flops();
-        *transcendental += e.join.transcendentals() * static_cast<double>(e.join_elements());
-      }
-      return seconds;
-    };
-    double flops = 0, tr = 0;
-    double arith_s = measure(
-        {Einsum::from_subscripts("ij,ij->ij", {{rows, cols}, {rows, cols}}, ScalarOp::parse("mul(x0,x1)")),
-         Einsum::from_subscripts("ij,i->ij", {{rows, cols}, {rows}}, ScalarOp::parse("sub(x0,x1)")),
-         Einsum::from_subscripts("ij->i", {{rows, cols}}, ScalarOp::parse("x0"), Agg::max),
-         Einsum::from_subscripts("ij,ij->ij", {{rows, cols}, {rows, cols}}, ScalarOp::parse("add(x0,x1)"))},
-        &flops, &tr);
-    c.generic_flops_per_s = flops / arith_s;
-    double tr_s = measure({Einsum::from_subscripts("ij->ij", {{rows, cols}}, ScalarOp::parse("exp(x0)")),
-                           Einsum::from_subscripts("ij,ij->ij", {{rows, cols}, {rows, cols}},
-                                                   ScalarOp::parse("mul(silu(x0),x1)"))},
-                          &flops, &tr);
-    double arith_part = (flops - tr) / c.generic_flops_per_s;
-    c.transcendental_flops_per_s = tr / std::max(tr_s - arith_part, tr_s * 0.1);
-  }
+            [&](int w) { cpu::einsum_block<float>(e, {a[w].data(), b[w].data()}, out[w].data(), scratch[w]); });
+      });
 
-  // Strided copies inside one worker's memory, as touches do them.
-  {
-    const std::int64_t rows = 2048, cols = 2048;  // 16 MiB: larger than the caches, as most blocks are
-    Shape shape{rows, cols};
-    Rect half{2, {0, 0}, {rows, cols / 2}};
-    Rect dst{2, {0, cols / 2}, {rows, cols / 2}};
-    std::vector<std::vector<float>> buf(n);
-    double s = per_call_seconds(
-        n, o.seconds_per_point, [&](int w) { buf[w].assign(static_cast<std::size_t>(rows * cols), 1.f); },
-        [&](int w) { cpu::copy_region<float>(buf[w].data(), shape, half, buf[w].data(), shape, dst, Agg::none); });
-    c.memory_bytes_per_s = 2.0 * static_cast<double>(half.elements()) * 4 / s;
-  }
+    // Generic kernels: arithmetic elementwise and reduction shapes (generic rate), then
+    // the same with transcendental functions (their extra cost).
+    for (const Einsum& e : arith) probes.emplace_back(generic_probe(e));
+    for (const Einsum& e : transcendental) probes.emplace_back(generic_probe(e));
 
-  // The same within the per-core cache: traffic of half its capacity.
-  {
-    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    c.cache_capacity_bytes = l2 > 0 ? l2 : (1 << 20);
-    const std::int64_t cols = 256, rows = std::max<std::int64_t>(2, c.cache_capacity_bytes / 4 / 2 / cols / 2 * 2);
-    Shape shape{rows, cols};
-    Rect half{2, {0, 0}, {rows / 2, cols}};
-    Rect dst{2, {rows / 2, 0}, {rows / 2, cols}};
-    std::vector<std::vector<float>> buf(n);
-    double s = per_call_seconds(
-        n, o.seconds_per_point, [&](int w) { buf[w].assign(static_cast<std::size_t>(rows * cols), 1.f); },
-        [&](int w) { cpu::copy_region<float>(buf[w].data(), shape, half, buf[w].data(), shape, dst, Agg::none); });
-    c.cache_bytes_per_s = 2.0 * static_cast<double>(half.elements()) * 4 / s;
-  }
-
-  // Copies between device memories: one alone, then all workers at once.
-  {
-    const std::size_t count = 8u << 20;  // 32 MiB of floats: past the caches
-    std::vector<std::vector<float>> src(n), dst(n);
-    auto setup = [&](int w) {
-      src[w].assign(count, 1.f);
-      dst[w].assign(count, 0.f);
-    };
-    auto body = [&](int w) {
-      std::vector<float>& to = dst[(w + 1) % n];  // into the next worker's memory
-      std::copy(src[w].begin(), src[w].end(), to.begin());
-    };
-    // The copy of worker w writes the destination of worker (w+1) % n: with one worker
-    // alone, copy into its own second buffer.
-    double alone = per_call_seconds(1, o.seconds_per_point, setup, [&](int w) {
-      std::copy(src[w].begin(), src[w].end(), dst[w].begin());
+    // Strided copies inside one worker's memory, as touches do them.
+    probes.emplace_back([this] {
+      Shape shape{mem_rows, mem_cols};
+      Rect dst{2, {0, mem_cols / 2}, {mem_rows, mem_cols / 2}};
+      std::vector<std::vector<float>> buf(n);
+      return per_call_seconds(
+          n, o.seconds_per_point, [&](int w) { buf[w].assign(static_cast<std::size_t>(mem_rows * mem_cols), 1.f); },
+          [&](int w) {
+            cpu::copy_region<float>(buf[w].data(), shape, mem_half, buf[w].data(), shape, dst, Agg::none);
+          });
     });
-    c.copy_bytes_per_s_alone = static_cast<double>(count) * 4 / alone;
-    double shared = per_call_seconds(n, o.seconds_per_point, setup, body);
-    c.copy_bytes_per_s_shared = static_cast<double>(count) * 4 / shared;
+
+    // The same within the per-core cache: traffic of half its capacity.
+    probes.emplace_back([this] {
+      Shape shape{cache_rows, cache_cols};
+      Rect dst{2, {cache_rows / 2, 0}, {cache_rows / 2, cache_cols}};
+      std::vector<std::vector<float>> buf(n);
+      return per_call_seconds(
+          n, o.seconds_per_point,
+          [&](int w) { buf[w].assign(static_cast<std::size_t>(cache_rows * cache_cols), 1.f); },
+          [&](int w) {
+            cpu::copy_region<float>(buf[w].data(), shape, cache_half, buf[w].data(), shape, dst, Agg::none);
+          });
+    });
+
+    // Copies between device memories: one alone, then all workers at once. The copy of
+    // worker w writes the memory of worker (w + 1) % n; one worker alone copies into its
+    // own second buffer.
+    probes.emplace_back([this] {
+      std::vector<std::vector<float>> src(1), dst(1);
+      return per_call_seconds(
+          1, o.seconds_per_point,
+          [&](int) {
+            src[0].assign(kCopyCount, 1.f);
+            dst[0].assign(kCopyCount, 0.f);
+          },
+          [&](int) { std::copy(src[0].begin(), src[0].end(), dst[0].begin()); });
+    });
+    probes.emplace_back([this] {
+      std::vector<std::vector<float>> src(static_cast<std::size_t>(n)), dst(static_cast<std::size_t>(n));
+      return per_call_seconds(
+          n, o.seconds_per_point,
+          [&](int w) {
+            src[static_cast<std::size_t>(w)].assign(kCopyCount, 1.f);
+            dst[static_cast<std::size_t>(w)].assign(kCopyCount, 0.f);
+          },
+          [&](int w) {
+            std::vector<float>& to = dst[static_cast<std::size_t>((w + 1) % n)];  // the next worker's memory
+            std::copy(src[static_cast<std::size_t>(w)].begin(), src[static_cast<std::size_t>(w)].end(), to.begin());
+          });
+    });
+
+    // Executor overhead: tiny tasks through the real executor; seconds per task, as every
+    // worker runs its share of the compute tasks one after the other.
+    {
+      const int blocks = 2048;
+      GraphBuilder gb;
+      NodeId x = gb.input("x", {blocks});
+      for (int i = 0; i < 4; ++i) x = gb.map("add(x0,1)", x);
+      gb.output(x, "out");
+      overhead_graph = gb.build();
+      const std::vector<std::vector<int>> parts(overhead_graph.size(), std::vector<int>{blocks});
+      overhead_tg = lower(overhead_graph, decomposition_from_parts(overhead_graph, n, parts));
+      overhead_inputs = random_inputs(overhead_graph, 1);
+    }
+    probes.emplace_back([this] {
+      const std::int64_t per_worker = (overhead_tg.summary().count[static_cast<int>(TaskKind::compute)] + n - 1) / n;
+      CpuExecutor exec({Policy::async, true});
+      (void)exec.run(overhead_graph, overhead_tg, overhead_inputs);  // warm-up
+      std::vector<double> times;
+      for (int r = 0; r < 3; ++r) times.push_back(exec.run(overhead_graph, overhead_tg, overhead_inputs).timeline.makespan_s());
+      std::sort(times.begin(), times.end());
+      return times[times.size() / 2] / static_cast<double>(per_worker);
+    });
+    samples.resize(probes.size());
   }
 
-  // Executor overhead: tiny tasks through the real executor.
-  {
-    const int blocks = 2048;
-    GraphBuilder b;
-    NodeId x = b.input("x", {blocks});
-    for (int i = 0; i < 4; ++i) x = b.map("add(x0,1)", x);
-    b.output(x, "out");
-    Graph g = b.build();
-    std::vector<std::vector<int>> parts(g.size(), std::vector<int>{blocks});
-    TaskGraph tg = lower(g, decomposition_from_parts(g, n, parts));
-    TensorMap inputs = random_inputs(g, 1);
-    CpuExecutor exec({Policy::async, true});
-    (void)exec.run(g, tg, inputs);
-    std::vector<double> times;
-    for (int r = 0; r < 5; ++r) {
-      RunResult res = exec.run(g, tg, inputs);
-      times.push_back(res.timeline.makespan_s());
-    }
-    std::sort(times.begin(), times.end());
-    // Every worker ran its share of the compute tasks one after the other.
-    std::int64_t per_worker = (tg.summary().count[static_cast<int>(TaskKind::compute)] + n - 1) / n;
-    c.task_overhead_s = times[times.size() / 2] / static_cast<double>(per_worker);
+  std::function<double()> generic_probe(const Einsum& e) {
+    return [this, e] {
+      std::vector<std::vector<float>> x(n), y(n), out(n);
+      std::vector<cpu::Scratch<float>> scratch(n);
+      return per_call_seconds(
+          n, o.seconds_per_point,
+          [&](int w) {
+            x[w].assign(static_cast<std::size_t>(rows * cols), 0.5f);
+            y[w].assign(static_cast<std::size_t>(rows * cols), 0.25f);
+            out[w].assign(static_cast<std::size_t>(rows * cols), 0.f);
+          },
+          [&](int w) {
+            std::vector<const float*> ops = {x[w].data()};
+            if (e.inputs.size() > 1) ops.push_back(y[w].data());
+            cpu::einsum_block<float>(e, ops, out[w].data(), scratch[w]);
+          });
+    };
   }
-  return c;
+
+  void round() {
+    for (std::size_t p = 0; p < probes.size(); ++p) samples[p].push_back(probes[p]());
+    ++rounds;
+  }
+
+  [[nodiscard]] Calibration result() const {
+    if (rounds == 0) fail("calibrate: no round measured yet");
+    std::vector<double> seconds(probes.size());
+    for (std::size_t p = 0; p < probes.size(); ++p) {
+      std::vector<double> v = samples[p];
+      std::sort(v.begin(), v.end());
+      seconds[p] = v[v.size() / 2];
+    }
+    Calibration r = c;
+    std::size_t k = 0;
+    for (int size : gemm_sizes) {
+      const double flops = Einsum::from_subscripts("ij,jk->ik", {{size, size}, {size, size}}).flops();
+      r.gemm.push_back({size, flops, flops / seconds[k]});
+      r.peak_flops_per_s = std::max(r.peak_flops_per_s, flops / seconds[k]);
+      ++k;
+    }
+    double arith_flops = 0, arith_s = 0;
+    for (const Einsum& e : arith) {
+      arith_flops += e.flops();
+      arith_s += seconds[k++];
+    }
+    r.generic_flops_per_s = arith_flops / arith_s;
+    double tr_flops = 0, tr = 0, tr_s = 0;
+    for (const Einsum& e : transcendental) {
+      tr_flops += e.flops();
+      tr += e.join.transcendentals() * static_cast<double>(e.join_elements());
+      tr_s += seconds[k++];
+    }
+    const double arith_part = (tr_flops - tr) / r.generic_flops_per_s;
+    r.transcendental_flops_per_s = tr / std::max(tr_s - arith_part, tr_s * 0.1);
+    r.memory_bytes_per_s = 2.0 * static_cast<double>(mem_half.elements()) * 4 / seconds[k++];
+    r.cache_bytes_per_s = 2.0 * static_cast<double>(cache_half.elements()) * 4 / seconds[k++];
+    r.copy_bytes_per_s_alone = static_cast<double>(kCopyCount) * 4 / seconds[k++];
+    r.copy_bytes_per_s_shared = static_cast<double>(kCopyCount) * 4 / seconds[k++];
+    r.task_overhead_s = seconds[k++];
+    return r;
+  }
+
+  static constexpr std::int64_t rows = 256, cols = 1024;                // generic kernels
+  static constexpr std::int64_t mem_rows = 2048, mem_cols = 2048;       // 16 MiB: past the caches, as most blocks are
+  static constexpr std::int64_t cache_cols = 256;
+  static constexpr std::size_t kCopyCount = std::size_t{8} << 20;       // 32 MiB of floats: past the caches
+  const CalibrationOptions o;
+  const int n;
+  Calibration c;
+  const std::vector<int> gemm_sizes = {8, 16, 32, 64, 128, 256, 512};
+  const std::vector<Einsum> arith = {
+      Einsum::from_subscripts("ij,ij->ij", {{rows, cols}, {rows, cols}}, ScalarOp::parse("mul(x0,x1)")),
+      Einsum::from_subscripts("ij,i->ij", {{rows, cols}, {rows}}, ScalarOp::parse("sub(x0,x1)")),
+      Einsum::from_subscripts("ij->i", {{rows, cols}}, ScalarOp::parse("x0"), Agg::max),
+      Einsum::from_subscripts("ij,ij->ij", {{rows, cols}, {rows, cols}}, ScalarOp::parse("add(x0,x1)"))};
+  const std::vector<Einsum> transcendental = {
+      Einsum::from_subscripts("ij->ij", {{rows, cols}}, ScalarOp::parse("exp(x0)")),
+      Einsum::from_subscripts("ij,ij->ij", {{rows, cols}, {rows, cols}}, ScalarOp::parse("mul(silu(x0),x1)"))};
+  const Rect mem_half{2, {0, 0}, {mem_rows, mem_cols / 2}};
+  std::int64_t cache_rows = 2;
+  Rect cache_half;
+  Graph overhead_graph;
+  TaskGraph overhead_tg;
+  TensorMap overhead_inputs;
+  std::vector<std::function<double()>> probes;
+  std::vector<std::vector<double>> samples;  // per probe, one per round
+  int rounds = 0;
+};
+
+CpuCalibrator::CpuCalibrator(const CalibrationOptions& options) : state_(std::make_unique<State>(options)) {}
+CpuCalibrator::~CpuCalibrator() = default;
+void CpuCalibrator::round() { state_->round(); }
+int CpuCalibrator::rounds() const { return state_->rounds; }
+Calibration CpuCalibrator::result() const { return state_->result(); }
+
+Calibration calibrate_cpu(const CalibrationOptions& o) {
+  if (o.rounds < 1) fail("calibrate: rounds must be >= 1, got ", o.rounds);
+  CpuCalibrator cal(o);
+  for (int r = 0; r < o.rounds; ++r) cal.round();
+  return cal.result();
 }
 
 }  // namespace tessel::runtime

@@ -1,7 +1,9 @@
 #pragma once
 // Calibration of the CPU backend: micro-benchmarks run with all N workers busy at once
 // (pinned as the executor pins them), turned into a Machine that the simulator can
-// model the executor with.
+// model the executor with. The points are measured in rounds (each point once per
+// round) and each keeps its median, so that drift of the machine's speed during the
+// calibration does not land on a few points only.
 //
 //   gemm        float GEMMs of growing size → peak flop/s per worker and an efficiency
 //               table by task flops (the compute model's efficiency curve)
@@ -12,6 +14,7 @@
 //               the bandwidth of a memory bus that concurrent copies share
 //   overhead    empty tasks through the executor → seconds per task
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -23,7 +26,8 @@ namespace tessel::runtime {
 
 struct CalibrationOptions {
   int devices = 2;
-  double seconds_per_point = 0.05;  // minimum measuring time of each point
+  double seconds_per_point = 0.05;  // minimum measuring time of each point in each round
+  int rounds = 3;                   // every point is measured once per round; the median is kept
 };
 
 struct Calibration {
@@ -46,6 +50,25 @@ struct Calibration {
 };
 
 [[nodiscard]] Calibration calibrate_cpu(const CalibrationOptions& options);
+
+// The same, one round at a time, so that a caller can interleave calibration rounds
+// with its own measurements (`tessel compare` does: both then sample the same moments of
+// a machine whose speed drifts). `options.rounds` is not used.
+class CpuCalibrator {
+ public:
+  explicit CpuCalibrator(const CalibrationOptions& options);
+  ~CpuCalibrator();
+  CpuCalibrator(const CpuCalibrator&) = delete;
+  CpuCalibrator& operator=(const CpuCalibrator&) = delete;
+  void round();  // measures every point once
+  [[nodiscard]] int rounds() const;
+  // Each point's median over the rounds so far; an error before the first round.
+  [[nodiscard]] Calibration result() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 // A Machine of `c.devices` CPU workers: peaks and efficiency from the GEMMs, the generic
 // kernels' rate, memory bandwidth, one link per worker into and out of its memory and a

@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -54,8 +55,12 @@ DeviceId worker_of(const Task& t) { return t.kind == TaskKind::move ? t.dst_devi
 template <class T>
 class Run {
  public:
-  Run(const Graph& g, const TaskGraph& tg, const TensorMap& inputs, CpuOptions options)
-      : g_(g), tg_(tg), inputs_(inputs), options_(options), queues_(static_cast<std::size_t>(tg.num_devices)) {}
+  Run(const Graph& g, const TaskGraph& tg, const TensorMap& inputs, CpuOptions options,
+      std::vector<cpu::Scratch<T>>& scratch)
+      : g_(g), tg_(tg), inputs_(inputs), options_(options), queues_(static_cast<std::size_t>(tg.num_devices)),
+        scratch_(scratch) {
+    if (scratch_.size() < static_cast<std::size_t>(tg.num_devices)) scratch_.resize(static_cast<std::size_t>(tg.num_devices));
+  }
 
   RunResult execute() {
     const std::size_t n = tg_.tasks.size();
@@ -79,6 +84,18 @@ class Run {
       for (BufferId b : tg_.tasks[i].reads) readers_left_[b.index()].fetch_add(1, std::memory_order_relaxed);
     }
     storage_.resize(tg_.buffers.size());
+    {
+      std::int64_t total = 0;
+      for (const Buffer& b : tg_.buffers) total += b.bytes();
+      std::int64_t limit = options_.preallocate_limit_bytes;
+      if (limit <= 0) limit = static_cast<std::int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE) / 4;
+      preallocate_ = total <= limit;
+      if (preallocate_) {
+        device_buffers_.resize(static_cast<std::size_t>(tg_.num_devices));
+        for (std::size_t b = 0; b < tg_.buffers.size(); ++b)
+          device_buffers_[static_cast<std::size_t>(tg_.buffers[b].device.value)].emplace_back(static_cast<std::int32_t>(b));
+      }
+    }
     for (NodeId id : g_.outputs()) {
       const Node& node = g_.node(id);
       result_.outputs.emplace(node.name, Tensor(node.shape, node.dtype));
@@ -186,7 +203,7 @@ class Run {
   void finish(std::int32_t task) {
     for (TaskId s : succs_[task])
       if (deps_left_[s.index()].fetch_sub(1, std::memory_order_acq_rel) == 1) make_ready(s.value);
-    if (tg_.tasks[task].kind != TaskKind::output)  // output buffers are read after the run
+    if (!preallocate_ && tg_.tasks[task].kind != TaskKind::output)  // output buffers are read after the run
       for (BufferId b : tg_.tasks[task].reads)
         if (readers_left_[b.index()].fetch_sub(1, std::memory_order_acq_rel) == 1)
           std::vector<T>().swap(storage_[b.index()]);
@@ -217,8 +234,10 @@ class Run {
       pthread_setaffinity_np(pthread_self(), sizeof(set), &set);  // best effort
     }
     ReadyQueue& q = queues_[static_cast<std::size_t>(device)];
-    cpu::Scratch<T> scratch;
+    cpu::Scratch<T>& scratch = scratch_[static_cast<std::size_t>(device)];
     std::vector<const T*> operands;
+    if (preallocate_)  // this device's memory, allocated and first touched by its own worker
+      for (BufferId b : device_buffers_[static_cast<std::size_t>(device)]) (void)writable(b);
     workers_ready_.fetch_add(1, std::memory_order_acq_rel);
     while (!go_.load(std::memory_order_acquire)) cpu_relax();
     for (;;) {
@@ -336,6 +355,9 @@ class Run {
   std::unique_ptr<std::atomic<std::int32_t>[]> deps_left_;
   std::unique_ptr<std::atomic<std::int32_t>[]> readers_left_;
   std::vector<std::vector<T>> storage_;
+  std::vector<cpu::Scratch<T>>& scratch_;  // per device, the executor's: kept warm across runs
+  bool preallocate_ = false;                       // see CpuOptions::preallocate_limit_bytes
+  std::vector<std::vector<BufferId>> device_buffers_;  // per device, when preallocating
   std::atomic<std::int64_t> tasks_left_{0};
   std::atomic<bool> done_{false};
   std::atomic<int> workers_ready_{0};
@@ -355,13 +377,23 @@ class Run {
 
 }  // namespace
 
+struct CpuWorkspaces {
+  std::vector<cpu::Scratch<float>> f32;
+  std::vector<cpu::Scratch<double>> f64;
+};
+
+CpuExecutor::CpuExecutor(CpuOptions options) : options_(options), scratch_(std::make_unique<CpuWorkspaces>()) {}
+CpuExecutor::~CpuExecutor() = default;
+CpuExecutor::CpuExecutor(CpuExecutor&&) noexcept = default;
+CpuExecutor& CpuExecutor::operator=(CpuExecutor&&) noexcept = default;
+
 RunResult CpuExecutor::run(const Graph& g, const TaskGraph& tg, const TensorMap& inputs) {
   check_inputs(g, inputs);
   tg.validate();
   bool f64 = false;
   for (const Node& n : g.nodes()) f64 = f64 || n.dtype == DType::f64;
-  if (f64) return Run<double>(g, tg, inputs, options_).execute();
-  return Run<float>(g, tg, inputs, options_).execute();
+  if (f64) return Run<double>(g, tg, inputs, options_, scratch_->f64).execute();
+  return Run<float>(g, tg, inputs, options_, scratch_->f32).execute();
 }
 
 }  // namespace tessel::runtime

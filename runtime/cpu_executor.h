@@ -11,6 +11,14 @@
 // the barriers of core's bsp_phase(), the same the simulator's bsp policy uses.
 // Computes in float unless some node is f64. A task that throws stops the run and
 // surfaces as an Error naming the task.
+//
+// Device memory is allocated before the clock starts, as GPU runtimes allocate theirs
+// up front: each worker allocates (and first-touches) every buffer of its device while
+// the others wait, so that no task's time includes malloc, page faults or zero-filling
+// — costs the simulator does not model and that make a first run slower than a repeat.
+// Where all buffers together would exceed `preallocate_limit_bytes`, buffers are
+// allocated when first written and freed after their last reader instead. Likewise
+// each worker's kernel scratch is kept by the executor from one run to the next.
 
 #include "runtime/executor.h"
 
@@ -23,16 +31,29 @@ enum class Policy : std::uint8_t { async, bsp };
 struct CpuOptions {
   Policy policy = Policy::async;
   bool pin_threads = true;
+  // Largest total of all buffers that is allocated before the run; 0: a quarter of the
+  // machine's physical memory.
+  std::int64_t preallocate_limit_bytes = 0;
 };
+
+// Kernel workspaces of each worker, kept by the executor across runs.
+struct CpuWorkspaces;
 
 class CpuExecutor final : public Executor {
  public:
-  explicit CpuExecutor(CpuOptions options = {}) : options_(options) {}
+  explicit CpuExecutor(CpuOptions options = {});
+  ~CpuExecutor() override;
+  CpuExecutor(CpuExecutor&&) noexcept;
+  CpuExecutor& operator=(CpuExecutor&&) noexcept;
   [[nodiscard]] std::string name() const override { return "cpu"; }
   [[nodiscard]] RunResult run(const Graph& g, const TaskGraph& tg, const TensorMap& inputs) override;
 
  private:
   CpuOptions options_;
+  // Each worker's kernel scratch (permuted operands, evaluation stacks) outlives a run,
+  // as a GPU runtime keeps its workspaces: repeated runs do not pay for growing them.
+  // run() is therefore not to be called concurrently on one executor.
+  std::unique_ptr<CpuWorkspaces> scratch_;
 };
 
 }  // namespace tessel::runtime

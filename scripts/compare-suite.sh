@@ -1,26 +1,26 @@
 #!/usr/bin/env bash
 # Simulated against measured over the built-in workload suite: every workload x four
-# strategies x both policies on D devices (default 2), median of 5 runs each, one
-# calibration for all. Prints each workload's MAPE and the suite's; JSON per workload
-# in ${OUT_DIR:-out}/suite/.
+# strategies x both policies on D devices (default 2), median of 5 runs each after one
+# warm-up round. Each compare calibrates the machine itself (no -m), one calibration
+# round before each timed round, because a shared VM's speed drifts by 15% and more
+# within minutes: a calibration taken once, earlier, measures a different machine than
+# the runs meet. Prints each workload's MAPE and the suite's; JSON per workload (with
+# the calibration it used) in ${OUT_DIR:-out}/suite/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tessel=${BUILD_DIR:-build}/bin/tessel
 devices=${1:-2}
 out=${OUT_DIR:-out}/suite
 mkdir -p "$out"
-"$tessel" calibrate -d "$devices" -o "$out/machine.json" >/dev/null
 workloads=(chain:size=512 chain-sum:size=400 chain-sum:size=400,skewed=1 ffn llama-block:model=tiny,seq=64)
 for w in "${workloads[@]}"; do
-  "$tessel" compare -w "$w" -d "$devices" -s eindecomp,data-parallel,megatron,sqrt-split -m "$out/machine.json" \
-    --repeat 5 --json > "$out/$(echo "$w" | tr ':,=' '___').json"
+  "$tessel" compare -w "$w" -d "$devices" -s eindecomp,data-parallel,megatron,sqrt-split \
+    --repeat 5 --warmup 1 --json > "$out/$(echo "$w" | tr ':,=' '___').json"
 done
 plots/python.sh - "$out" <<'PY'
 import glob, json, os, sys
 rows, lines = [], []
 for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
-    if f.endswith("machine.json"):
-        continue
     j = json.load(open(f))
     rows += j["rows"]
     lines.append(f"  {j['graph']:<32} MAPE {j['mape_pct']:5.1f}%   Kendall tau {j['kendall_tau']:+.2f}   correct {j['correct']}")

@@ -60,6 +60,22 @@ TEST(CompareCli, JsonHasRowsPerStrategyAndPolicyWithErrorsAndRanking) {
   std::filesystem::remove(machine);
 }
 
+TEST(CompareCli, WithoutAMachineItCalibratesDuringTheTimedRoundsAndReportsTheCalibration) {
+  auto r = run_tessel(
+      "compare -w chain:size=32 -d 2 -s split-largest --policy async --repeat 2 --warmup 1 "
+      "--calibration-seconds 0.002 --json");
+  ASSERT_EQ(r.status, 0) << r.output();
+  EXPECT_NE(r.err.find("one round before each timed round"), std::string::npos) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["machine"], "calibrated now");
+  EXPECT_EQ(j["warmup"], 1);
+  ASSERT_TRUE(j["calibration"].is_object());
+  EXPECT_GT(j["calibration"]["peak_flops_per_s"].get<double>(), 0);
+  EXPECT_GT(j["calibration"]["task_overhead_s"].get<double>(), 0);
+  ASSERT_EQ(j["rows"].size(), 1u);
+  EXPECT_GT(j["rows"][0]["simulated_s"].get<double>(), 0);
+}
+
 TEST(CompareCli, AMachineForAnotherDeviceCountIsRejectedByName) {
   auto machine = temp_path("tessel_compare_machine3.json");
   ASSERT_EQ(run_tessel("calibrate -d 3 --seconds 0.005 -o " + machine.string()).status, 0);

@@ -55,6 +55,24 @@ TEST(CpuExecutor, EveryWorkloadMatchesReferenceOn1To4DevicesUnderBothPolicies) {
   }
 }
 
+TEST(CpuExecutor, AllocatingWhenWrittenAndFreeingAfterTheLastReaderGivesTheSameResults) {
+  // The path taken when all buffers together exceed the preallocation limit.
+  for (const char* w : kSmallWorkloads) {
+    Graph g = build_workload(w);
+    TensorMap inputs = random_inputs(g, 5);
+    TensorMap want = evaluate_reference(g, inputs);
+    TaskGraph tg = lower(g, split_largest(g, 3));
+    for (Policy p : {Policy::async, Policy::bsp}) {
+      CpuOptions o{p, false};
+      o.preallocate_limit_bytes = 1;
+      RunResult r = CpuExecutor(o).run(g, tg, inputs);
+      std::string label = std::string(w) + " lazy " + std::string(to_string(p));
+      expect_matches_reference(g, r, want, label);
+      expect_timeline_consistent(tg, r.timeline, label);
+    }
+  }
+}
+
 TEST(CpuExecutor, StressOverWorkerCountsWithUnevenSplits) {
   Graph g = build_workload("chain-sum:size=37");
   TensorMap inputs = random_inputs(g, 11);

@@ -1,0 +1,43 @@
+// CpuCalibrator: rounds of every probe, medians per point.
+#include "runtime/calibrate.h"
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+
+namespace tessel::runtime {
+namespace {
+
+TEST(CpuCalibrator, NoResultBeforeTheFirstRound) {
+  CpuCalibrator cal({2, 0.001, 1});
+  EXPECT_EQ(cal.rounds(), 0);
+  EXPECT_THROW((void)cal.result(), Error);
+}
+
+TEST(CpuCalibrator, EveryPointIsMeasuredEachRoundAndTheResultMakesAValidMachine) {
+  CpuCalibrator cal({2, 0.001, 1});
+  cal.round();
+  cal.round();
+  cal.round();
+  EXPECT_EQ(cal.rounds(), 3);
+  Calibration c = cal.result();
+  EXPECT_EQ(c.devices, 2);
+  ASSERT_EQ(c.gemm.size(), 7u);
+  for (const auto& p : c.gemm) {
+    EXPECT_GT(p.flops_per_s, 0) << p.size;
+    EXPECT_LE(p.flops_per_s, c.peak_flops_per_s) << p.size;
+  }
+  for (double v : {c.generic_flops_per_s, c.transcendental_flops_per_s, c.memory_bytes_per_s, c.cache_bytes_per_s,
+                   c.copy_bytes_per_s_alone, c.copy_bytes_per_s_shared, c.task_overhead_s})
+    EXPECT_GT(v, 0);
+  Machine m = machine_from_calibration(c);
+  EXPECT_EQ(m.num_devices(), 2);
+}
+
+TEST(CpuCalibrator, BadOptionsAreErrors) {
+  EXPECT_THROW(CpuCalibrator({0, 0.001, 1}), Error);
+  EXPECT_THROW((void)calibrate_cpu({2, 0.001, 0}), Error);
+}
+
+}  // namespace
+}  // namespace tessel::runtime
