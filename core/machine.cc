@@ -201,6 +201,8 @@ void Machine::validate(std::string_view what_sv) const {
     if (r.src != r.dst && r.links.empty()) fail(w, ".links: a route between two devices needs at least one link");
     check_links(r.links, links.size(), w + ".links");
   }
+  if (!finite_non_negative(barrier_latency_s))
+    fail(what, ".barrier_latency_s: must be a finite number >= 0, got ", barrier_latency_s);
   const std::string wi = what + ".interference";
   if (interference.comm_sms < 0) fail(wi, ".comm_sms: must be >= 0, got ", interference.comm_sms);
   for (const auto& [row, f] : {std::pair{"normal", interference.normal}, std::pair{"high", interference.high}}) {
@@ -451,6 +453,7 @@ Machine make_cluster(const Machine& node, int nodes, double oversubscription) {
   }
   m.device_types = node.device_types;
   m.interference = node.interference;
+  m.barrier_latency_s = node.barrier_latency_s;
   m.links.reserve(node.links.size() * static_cast<std::size_t>(nodes) + 2 * static_cast<std::size_t>(nodes));
   m.devices.reserve(node.devices.size() * static_cast<std::size_t>(nodes));
   auto shift = [](std::vector<LinkId> ls, std::int32_t base) {
@@ -630,8 +633,9 @@ json to_json(const Machine& m) {
       {"comm_sms", f.comm_sms},
       {"normal", {{"compute_slowdown", f.normal.compute_slowdown}, {"comm_slowdown", f.normal.comm_slowdown}}},
       {"high", {{"compute_slowdown", f.high.compute_slowdown}, {"comm_slowdown", f.high.comm_slowdown}}}};
-  return {{"name", m.name}, {"device_types", types}, {"hosts", hosts},     {"links", links},
-          {"devices", devices}, {"routes", routes}, {"interference", interference}};
+  return {{"name", m.name},     {"device_types", types}, {"hosts", hosts},
+          {"links", links},      {"devices", devices},    {"routes", routes},
+          {"interference", interference}, {"barrier_latency_s", m.barrier_latency_s}};
 }
 
 Machine machine_from_json(const json& j, std::string_view what_sv) {
@@ -760,6 +764,7 @@ Machine machine_from_json(const json& j, std::string_view what_sv) {
     if (fj.contains("normal")) f.normal = factors_from(fj.at("normal"), w + ".normal", f.normal);
     if (fj.contains("high")) f.high = factors_from(fj.at("high"), w + ".high", f.high);
   }
+  m.barrier_latency_s = number_field_or(j, "barrier_latency_s", what, 0.0);
   m.validate(what);
   return m;
 }

@@ -32,11 +32,12 @@
 //    "routes": [{"src": 0, "dst": 1, "links": ["l01"]}, ...],
 //    "interference": {"comm_priority": "normal", "comm_sms": 0,
 //                     "normal": {"compute_slowdown": 1.189, "comm_slowdown": 2.98},
-//                     "high": {"compute_slowdown": 1.4, "comm_slowdown": 1.71}}}
+//                     "high": {"compute_slowdown": 1.4, "comm_slowdown": 1.71}},
+//    "barrier_latency_s": 0}
 // Optional fields: a device type's peak_flops_per_s entries (a dtype left out cannot be
 // simulated), launch_latency_s (0), sm_count (0), efficiency ([] = 1); a device's link
 // lists ([]); hosts (one host "host0" when left out); routes ([]); interference (the
-// defaults below). Errors name the field: "machine.links[2].bytes_per_s: ...".
+// defaults below); barrier_latency_s (0). Errors name the field: "machine.links[2].bytes_per_s: ...".
 //
 // Presets (machine_preset): h100-sxm-8, a100-sxm-8, h100-pcie-4, cpu (cpu:N),
 // cluster:NODESxPRESET[,oversubscription=R] — e.g. cluster:128xh100-sxm-8.
@@ -175,6 +176,9 @@ struct Machine {
   std::vector<Link> links;
   std::vector<RouteEntry> routes;  // explicit routes; take precedence over the rules
   Interference interference;
+  // Under the bsp policy: the time from the end of a phase's last task until the next
+  // phase's tasks may start (the barrier's synchronisation and wake-up cost). 0 = free.
+  double barrier_latency_s = 0;
 
   [[nodiscard]] int num_devices() const { return static_cast<int>(devices.size()); }
   [[nodiscard]] const Device& device(DeviceId d) const { return devices.at(d.index()); }

@@ -16,6 +16,7 @@
 #include "experiments/cli.h"
 #include "runtime/calibrate.h"
 #include "runtime/cpu_executor.h"
+#include "runtime/profile.h"
 #include "sim/simulator.h"
 
 namespace tessel::cli {
@@ -59,10 +60,10 @@ double span_of(const Timeline& tl) {
 
 void print_calibration(const runtime::Calibration& c) {
   std::fprintf(stderr, "  GEMM peak %s per worker, generic %s, memory %s/s, copies %s/s alone, %s/s each when all copy, "
-               "%s per task\n",
+               "%s per task, %s per bsp barrier\n",
                human_count(c.peak_flops_per_s, "flop/s").c_str(), human_count(c.generic_flops_per_s, "flop/s").c_str(),
                human_bytes(c.memory_bytes_per_s).c_str(), human_bytes(c.copy_bytes_per_s_alone).c_str(),
-               human_bytes(c.copy_bytes_per_s_shared).c_str(), human_seconds(c.task_overhead_s).c_str());
+               human_bytes(c.copy_bytes_per_s_shared).c_str(), human_seconds(c.task_overhead_s).c_str(), human_seconds(c.barrier_latency_s).c_str());
 }
 
 runtime::Calibration run_calibration(int devices, double seconds_per_point, int rounds) {
@@ -130,6 +131,8 @@ void add_compare(CLI::App& app) {
     int repeat = 5;
     int warmup = 1;
     double calibration_seconds = 0.05;
+    std::string compute_model = "profiled";
+    double profile_seconds = 0.002;
     std::uint64_t seed = 1;
     std::string trace_dir;
     bool json_out = false;
@@ -150,11 +153,23 @@ void add_compare(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_option("--warmup", o->warmup,
-                  "untimed runs of every row before the timed ones (first runs pay for page faults and cold caches)")
+                  "untimed runs of a row right before each of its timed runs, so that a timed run finds the caches as "
+                  "a repeated step of the same graph leaves them (not as the calibration or another row did)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--calibration-seconds", o->calibration_seconds,
                   "without -m: measuring time of each calibration point per round")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--compute-model", o->compute_model,
+                  "how the simulation times compute tasks: 'profiled' (every distinct kernel of the task graphs is "
+                  "run here with all workers busy, one profiling round before each timed round, and its median "
+                  "time plus the per-task overhead replaces the roofline; the analytic simulation is reported "
+                  "beside it) or 'analytic' (the machine's roofline and efficiency table only)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"profiled", "analytic"}));
+  cmd->add_option("--profile-seconds", o->profile_seconds,
+                  "with --compute-model profiled: measuring time of each kernel per round")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_option("--seed", o->seed, "seed of the random inputs")->capture_default_str();
@@ -194,18 +209,26 @@ void add_compare(CLI::App& app) {
     std::vector<double> sims, meas;
     std::map<std::string, TaskKindError> by_kind;
     bool all_ok = true;
-    // The runs go round-robin over the rows (warm-up rounds untimed), so that a machine
-    // that drifts in speed during the comparison — a shared VM does — shifts every row
-    // alike instead of a few. Without -m, each timed round also runs one calibration
-    // round, and the machine is the calibration's medians: calibration and measurement
-    // then sample the same stretch of time. The simulations come last.
+    // The runs go round by round; in each round, one calibration round (without -m),
+    // then per strategy one kernel-profiling round (with profiled kernels) followed by
+    // that strategy's rows, each timed run right after `warmup` untimed runs of the same
+    // row. Each round is then simulated with the machine figures and kernel times
+    // measured in that round only, and its error is that simulation against that
+    // round's run: a machine whose speed drifts by tens of percent within seconds — a
+    // shared VM's does — drifts under both sides of every pair alike. A row reports the
+    // medians over the rounds of the simulated time, the measured time and the error.
+    struct Round {
+      double measured_s = 0;
+      Timeline measured;
+      sim::SimResult sim;           // profiled kernels, or analytic
+      sim::SimResult sim_analytic;  // with profiled kernels: the analytic simulation beside it
+    };
     struct Row {
       std::size_t strategy = 0;
       runtime::Policy policy = runtime::Policy::async;
       const TaskGraph* tg = nullptr;
       std::unique_ptr<runtime::CpuExecutor> exec;  // one per row: its workspaces stay warm across rounds
-      sim::SimResult sim;
-      std::vector<std::pair<double, Timeline>> runs;  // (span, timeline)
+      std::vector<Round> rounds;
       bool ok = true;
       double worst = 0;
     };
@@ -228,17 +251,39 @@ void add_compare(CLI::App& app) {
                    devices);
       calibrator = std::make_unique<runtime::CpuCalibrator>(runtime::CalibrationOptions{devices, o->calibration_seconds, 1});
     }
-    for (int round = 0; round < o->warmup + o->repeat; ++round) {
-      if (calibrator && round >= o->warmup) calibrator->round();
-      for (Row& row : plan_rows) {
-        runtime::RunResult res = row.exec->run(g, *row.tg, inputs);
-        // Every run's result is checked, the untimed ones too: a wrong answer is never
-        // hidden behind a median.
-        bool ok = false;
-        json check = check_outputs(g, res.outputs, want, &ok);
-        row.ok = row.ok && ok;
-        for (const auto& c : check) row.worst = std::max(row.worst, c["normwise_rel_error"].get<double>());
-        if (round >= o->warmup) row.runs.emplace_back(span_of(res.timeline), std::move(res.timeline));
+    const bool profiled = o->compute_model == "profiled";
+    std::vector<std::unique_ptr<runtime::KernelProfiler>> profilers;  // per strategy
+    std::size_t kernels_profiled = 0;
+    if (profiled) {
+      for (const TaskGraph& tg : graphs) {
+        profilers.push_back(std::make_unique<runtime::KernelProfiler>(
+            g, tg, runtime::KernelProfileOptions{devices, o->profile_seconds}));
+        kernels_profiled += profilers.back()->kernels();
+      }
+      std::fprintf(stderr, "profiling %zu kernels with %d workers, each strategy's right before its runs\n",
+                   kernels_profiled, devices);
+    }
+    for (int round = 0; round < o->repeat; ++round) {
+      if (calibrator) calibrator->round();
+      for (std::size_t si = 0; si < strategies.size(); ++si) {
+        if (profiled) profilers[si]->round();
+        for (Row& row : plan_rows) {
+          if (row.strategy != si) continue;
+          for (int run = 0; run <= o->warmup; ++run) {
+            runtime::RunResult res = row.exec->run(g, *row.tg, inputs);
+            // Every run's result is checked, the untimed ones too: a wrong answer is
+            // never hidden behind a median.
+            bool ok = false;
+            json check = check_outputs(g, res.outputs, want, &ok);
+            row.ok = row.ok && ok;
+            for (const auto& c : check) row.worst = std::max(row.worst, c["normwise_rel_error"].get<double>());
+            if (run == o->warmup) {
+              Round& r = row.rounds.emplace_back();
+              r.measured_s = span_of(res.timeline);
+              r.measured = std::move(res.timeline);
+            }
+          }
+        }
       }
     }
     json calibration;  // null unless calibrated here
@@ -246,20 +291,50 @@ void add_compare(CLI::App& app) {
       runtime::Calibration c = calibrator->result();
       print_calibration(c);
       calibration = runtime::to_json(c);
-      machine = runtime::machine_from_calibration(c);
+      machine = runtime::machine_from_calibration(c);  // the medians, for the record
     }
+    auto median_of = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+    };
     for (Row& row : plan_rows) {
+      const TaskGraph& tg = *row.tg;
       sim::SimOptions so;
       so.network = o->network;
       so.policy = row.policy == runtime::Policy::async ? sim::Policy::async : sim::Policy::bsp;
-      row.sim = sim::simulate(*row.tg, machine, so);
-    }
-    for (Row& row : plan_rows) {
-      const TaskGraph& tg = *row.tg;
-      const sim::SimResult& sr = row.sim;
-      auto& runs = row.runs;
-      std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-      const auto& [measured_s, median] = runs[runs.size() / 2];
+      std::vector<double> sim_s, analytic_s, meas_s, err, err_analytic;
+      for (int r = 0; r < static_cast<int>(row.rounds.size()); ++r) {
+        Round& rd = row.rounds[static_cast<std::size_t>(r)];
+        const Machine round_machine =
+            calibrator ? runtime::machine_from_calibration(calibrator->round_result(r)) : machine;
+        so.task_seconds.clear();
+        rd.sim = sim::simulate(tg, round_machine, so);
+        if (profiled) {
+          // A profiled compute task takes its kernel's time plus the executor's
+          // per-task overhead (the machine's launch latency); everything else keeps
+          // the model.
+          so.task_seconds = profilers[row.strategy]->task_seconds(r);
+          for (std::size_t i = 0; i < so.task_seconds.size(); ++i)
+            if (so.task_seconds[i] >= 0) so.task_seconds[i] += round_machine.type_of(tg.tasks[i].device).launch_latency_s;
+          rd.sim_analytic = std::move(rd.sim);
+          rd.sim = sim::simulate(tg, round_machine, so);
+          analytic_s.push_back(rd.sim_analytic.makespan_s);
+          err_analytic.push_back((rd.sim_analytic.makespan_s - rd.measured_s) / rd.measured_s * 100);
+        }
+        sim_s.push_back(rd.sim.makespan_s);
+        meas_s.push_back(rd.measured_s);
+        err.push_back((rd.sim.makespan_s - rd.measured_s) / rd.measured_s * 100);
+      }
+      const double simulated = median_of(sim_s), measured_s = median_of(meas_s);
+      // The pair shown as timelines and used for the per-kind errors: the round whose
+      // run is the median.
+      std::vector<std::size_t> order(row.rounds.size());
+      for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+      std::sort(order.begin(), order.end(),
+                [&](std::size_t a, std::size_t b) { return row.rounds[a].measured_s < row.rounds[b].measured_s; });
+      const Round& mid = row.rounds[order[order.size() / 2]];
+      const Timeline& median = mid.measured;
+      const sim::SimResult& sr = mid.sim;
       all_ok = all_ok && row.ok;
       // Per-task durations, matched by task id.
       double t0 = median.spans.empty() ? 0 : median.spans.front().start_s;
@@ -289,21 +364,30 @@ void add_compare(CLI::App& app) {
         write_file_atomic(stem + "-simulated.json", a.str());
         write_file_atomic(stem + "-measured.json", b.str());
       }
-      double err = (sr.makespan_s - measured_s) / measured_s * 100;
-      sims.push_back(sr.makespan_s);
+      sims.push_back(simulated);
       meas.push_back(measured_s);
-      rows.push_back({{"strategy", strategies[row.strategy]},
-                      {"policy", policy_name},
-                      {"tasks", tg.size()},
-                      {"simulated_s", sr.makespan_s},
-                      {"measured_s", measured_s},
-                      {"error_pct", err},
-                      {"correct", row.ok},
-                      {"max_normwise_error", row.worst}});
+      json r = {{"strategy", strategies[row.strategy]},
+                {"policy", policy_name},
+                {"tasks", tg.size()},
+                {"simulated_s", simulated},
+                {"measured_s", measured_s},
+                {"error_pct", median_of(err)},
+                {"round_errors_pct", err},
+                {"correct", row.ok},
+                {"max_normwise_error", row.worst}};
+      if (profiled) {
+        r["simulated_analytic_s"] = median_of(analytic_s);
+        r["error_analytic_pct"] = median_of(err_analytic);
+      }
+      rows.push_back(std::move(r));
     }
-    double mape = 0;
-    for (const auto& r : rows) mape += std::fabs(r["error_pct"].get<double>());
-    mape /= static_cast<double>(rows.size());
+    auto mean_abs = [&](const char* key) {
+      double sum = 0;
+      for (const auto& r : rows) sum += std::fabs(r[key].get<double>());
+      return sum / static_cast<double>(rows.size());
+    };
+    const double mape = mean_abs("error_pct");
+    const double mape_analytic = profiled ? mean_abs("error_analytic_pct") : mape;
     double tau = kendall_tau(sims, meas);
     // The ranking of strategies under each policy.
     json ranking = json::object();
@@ -332,24 +416,37 @@ void add_compare(CLI::App& app) {
                   {"network", o->network},
                   {"repeat", o->repeat},
                   {"warmup", o->warmup},
+                  {"compute_model", o->compute_model},
+                  {"kernels_profiled", kernels_profiled},
                   {"rows", rows},
                   {"mape_pct", mape},
+                  {"mape_analytic_pct", mape_analytic},
                   {"kendall_tau", tau},
                   {"kendall_tau_by_policy", ranking},
                   {"task_kinds", kinds},
                   {"correct", all_ok}});
     } else {
-      std::printf("%s on %d devices, backend %s, machine %s, network %s, median of %d runs after %d warm-up\n\n",
+      std::printf("%s on %d devices, backend %s, machine %s, network %s, compute %s, median of %d runs "
+                  "(each after %d warm-up)\n\n",
                   o->graph.describe().c_str(), devices, o->backend.c_str(),
-                  calibrated_now ? "calibrated now" : o->machine.c_str(), o->network.c_str(), o->repeat, o->warmup);
-      std::printf("  %-16s %-6s %7s %12s %12s %8s  %s\n", "strategy", "policy", "tasks", "simulated", "measured",
-                  "error", "check");
-      for (const auto& r : rows)
-        std::printf("  %-16s %-6s %7lld %12s %12s %+7.1f%%  %s\n", r["strategy"].get<std::string>().c_str(),
+                  calibrated_now ? "calibrated now" : o->machine.c_str(), o->network.c_str(),
+                  profiled ? "profiled kernels" : "analytic", o->repeat, o->warmup);
+      std::printf("  %-16s %-6s %7s %12s %12s %8s", "strategy", "policy", "tasks", "simulated", "measured", "error");
+      if (profiled) std::printf(" %12s %8s", "analytic", "error");
+      std::printf("  check\n");
+      for (const auto& r : rows) {
+        std::printf("  %-16s %-6s %7lld %12s %12s %+7.1f%%", r["strategy"].get<std::string>().c_str(),
                     r["policy"].get<std::string>().c_str(), static_cast<long long>(r["tasks"].get<std::int64_t>()),
                     human_seconds(r["simulated_s"]).c_str(), human_seconds(r["measured_s"]).c_str(),
-                    r["error_pct"].get<double>(), r["correct"].get<bool>() ? "ok" : "WRONG RESULT");
-      std::printf("\n  MAPE %.1f%%   Kendall tau (all rows) %.2f", mape, tau);
+                    r["error_pct"].get<double>());
+        if (profiled)
+          std::printf(" %12s %+7.1f%%", human_seconds(r["simulated_analytic_s"]).c_str(),
+                      r["error_analytic_pct"].get<double>());
+        std::printf("  %s\n", r["correct"].get<bool>() ? "ok" : "WRONG RESULT");
+      }
+      std::printf("\n  MAPE %.1f%%", mape);
+      if (profiled) std::printf(" (analytic %.1f%%)", mape_analytic);
+      std::printf("   Kendall tau (all rows) %.2f", tau);
       for (const auto& [p, t] : ranking.items()) std::printf("   %s %.2f", p.c_str(), t.get<double>());
       std::printf("\n\n  per task kind      tasks   simulated    measured   total error   mean |error| per task\n");
       for (const auto& [k, e] : by_kind)

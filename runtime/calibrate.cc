@@ -19,51 +19,9 @@
 #include "core/task_graph.h"
 #include "runtime/cpu_executor.h"
 #include "runtime/cpu_kernels.h"
+#include "runtime/measure.h"
 
 namespace tessel::runtime {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-void pin(int worker) {
-  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(static_cast<unsigned>(worker) % cores, &set);
-  pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-}
-
-// Runs body(worker) repeatedly on `workers` pinned threads at once, until each has
-// spent at least `min_seconds`; returns the median over workers of seconds per call.
-double per_call_seconds(int workers, double min_seconds, const std::function<void(int)>& setup,
-                        const std::function<void(int)>& body) {
-  std::vector<double> per_call(static_cast<std::size_t>(workers));
-  std::barrier sync(workers);
-  std::vector<std::thread> threads;
-  for (int w = 0; w < workers; ++w)
-    threads.emplace_back([&, w] {
-      pin(w);
-      setup(w);
-      sync.arrive_and_wait();  // bodies may touch other workers' memory
-      body(w);                 // warm-up
-      sync.arrive_and_wait();
-      auto t0 = Clock::now();
-      long calls = 0;
-      double elapsed = 0;
-      do {
-        body(w);
-        ++calls;
-        elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
-      } while (elapsed < min_seconds);
-      per_call[static_cast<std::size_t>(w)] = elapsed / static_cast<double>(calls);
-      sync.arrive_and_wait();  // keep every worker busy until all have measured
-    });
-  for (auto& t : threads) t.join();
-  std::sort(per_call.begin(), per_call.end());
-  return per_call[per_call.size() / 2];
-}
-
-}  // namespace
 
 // Each probe measures seconds per call of one micro-benchmark. The probes run in
 // rounds, every probe once per round, and each keeps its median over the rounds: a
@@ -174,6 +132,35 @@ struct CpuCalibrator::State {
       std::sort(times.begin(), times.end());
       return times[times.size() / 2] / static_cast<double>(per_worker);
     });
+    // Barrier latency: a chain of elementwise nodes, one block per worker (no moves),
+    // under bsp and under async; the difference per barrier.
+    {
+      GraphBuilder gb;
+      NodeId x = gb.input("x", {static_cast<std::int64_t>(n) * 64});
+      for (int i = 0; i < kBarrierChain; ++i) x = gb.map("add(x0,1)", x);
+      gb.output(x, "out");
+      barrier_graph = gb.build();
+      const std::vector<std::vector<int>> parts(barrier_graph.size(), std::vector<int>{n});
+      barrier_tg = lower(barrier_graph, decomposition_from_parts(barrier_graph, n, parts));
+      barrier_inputs = random_inputs(barrier_graph, 1);
+      std::vector<std::int32_t> phases;
+      for (const Task& t : barrier_tg.tasks) phases.push_back(bsp_phase(t));
+      std::sort(phases.begin(), phases.end());
+      barriers = static_cast<int>(std::unique(phases.begin(), phases.end()) - phases.begin()) - 1;
+    }
+    probes.emplace_back([this] {
+      CpuExecutor async_exec({Policy::async, true}), bsp_exec({Policy::bsp, true});
+      (void)async_exec.run(barrier_graph, barrier_tg, barrier_inputs);  // warm-up
+      (void)bsp_exec.run(barrier_graph, barrier_tg, barrier_inputs);
+      std::vector<double> diff;
+      for (int r = 0; r < 5; ++r) {
+        const double a = async_exec.run(barrier_graph, barrier_tg, barrier_inputs).timeline.makespan_s();
+        const double b = bsp_exec.run(barrier_graph, barrier_tg, barrier_inputs).timeline.makespan_s();
+        diff.push_back(b - a);
+      }
+      std::sort(diff.begin(), diff.end());
+      return std::max(0.0, diff[diff.size() / 2] / std::max(1, barriers));
+    });
     samples.resize(probes.size());
   }
 
@@ -209,6 +196,18 @@ struct CpuCalibrator::State {
       std::sort(v.begin(), v.end());
       seconds[p] = v[v.size() / 2];
     }
+    return from_seconds(seconds);
+  }
+
+  [[nodiscard]] Calibration round_result(int round) const {
+    if (round < 0 || round >= rounds) fail("calibrate: round ", round, " of ", rounds, " measured");
+    std::vector<double> seconds(probes.size());
+    for (std::size_t p = 0; p < probes.size(); ++p) seconds[p] = samples[p][static_cast<std::size_t>(round)];
+    return from_seconds(seconds);
+  }
+
+  // The figures from one measured time per probe, in probe order.
+  [[nodiscard]] Calibration from_seconds(const std::vector<double>& seconds) const {
     Calibration r = c;
     std::size_t k = 0;
     for (int size : gemm_sizes) {
@@ -236,6 +235,7 @@ struct CpuCalibrator::State {
     r.copy_bytes_per_s_alone = static_cast<double>(kCopyCount) * 4 / seconds[k++];
     r.copy_bytes_per_s_shared = static_cast<double>(kCopyCount) * 4 / seconds[k++];
     r.task_overhead_s = seconds[k++];
+    r.barrier_latency_s = seconds[k++];
     return r;
   }
 
@@ -261,6 +261,11 @@ struct CpuCalibrator::State {
   Graph overhead_graph;
   TaskGraph overhead_tg;
   TensorMap overhead_inputs;
+  static constexpr int kBarrierChain = 32;
+  Graph barrier_graph;
+  TaskGraph barrier_tg;
+  TensorMap barrier_inputs;
+  int barriers = 1;
   std::vector<std::function<double()>> probes;
   std::vector<std::vector<double>> samples;  // per probe, one per round
   int rounds = 0;
@@ -271,6 +276,7 @@ CpuCalibrator::~CpuCalibrator() = default;
 void CpuCalibrator::round() { state_->round(); }
 int CpuCalibrator::rounds() const { return state_->rounds; }
 Calibration CpuCalibrator::result() const { return state_->result(); }
+Calibration CpuCalibrator::round_result(int round) const { return state_->round_result(round); }
 
 Calibration calibrate_cpu(const CalibrationOptions& o) {
   if (o.rounds < 1) fail("calibrate: rounds must be >= 1, got ", o.rounds);
@@ -320,6 +326,7 @@ Machine machine_from_calibration(const Calibration& c) {
     m.devices.push_back(std::move(dev));
   }
   m.interference = Interference::none();  // one lane per device: nothing overlaps on a worker
+  m.barrier_latency_s = c.barrier_latency_s;
   m.validate(m.name);
   return m;
 }
@@ -337,7 +344,8 @@ nlohmann::json to_json(const Calibration& c) {
           {"cache_bytes_per_s", c.cache_bytes_per_s},
           {"copy_bytes_per_s_alone", c.copy_bytes_per_s_alone},
           {"copy_bytes_per_s_shared", c.copy_bytes_per_s_shared},
-          {"task_overhead_s", c.task_overhead_s}};
+          {"task_overhead_s", c.task_overhead_s},
+          {"barrier_latency_s", c.barrier_latency_s}};
 }
 
 }  // namespace tessel::runtime

@@ -13,6 +13,7 @@
 //   copies      copies between device memories, one alone and all workers at once →
 //               the bandwidth of a memory bus that concurrent copies share
 //   overhead    empty tasks through the executor → seconds per task
+//   barriers    a chain of elementwise nodes under bsp against async → seconds per barrier
 
 #include <memory>
 #include <string>
@@ -47,6 +48,7 @@ struct Calibration {
   double copy_bytes_per_s_alone = 0;    // one copy between device memories, nothing else running
   double copy_bytes_per_s_shared = 0;   // per copy, when every worker copies at once
   double task_overhead_s = 0;           // executor bookkeeping per task
+  double barrier_latency_s = 0;         // bsp: extra time per barrier (phase end to next phase start)
 };
 
 [[nodiscard]] Calibration calibrate_cpu(const CalibrationOptions& options);
@@ -64,6 +66,9 @@ class CpuCalibrator {
   [[nodiscard]] int rounds() const;
   // Each point's median over the rounds so far; an error before the first round.
   [[nodiscard]] Calibration result() const;
+  // The figures of round `round` alone (0-based), for pairing with measurements taken
+  // right after it; an error for a round not measured.
+  [[nodiscard]] Calibration round_result(int round) const;
 
  private:
   struct State;

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Simulated against measured over the built-in workload suite: every workload x four
-# strategies x both policies on D devices (default 2), median of 5 runs each after one
-# warm-up round. Each compare calibrates the machine itself (no -m), one calibration
+# strategies x both policies on D devices (default 2), median of 5 runs, each right
+# after one untimed run of the same row. Each compare calibrates the machine itself (no -m), one calibration
 # round before each timed round, because a shared VM's speed drifts by 15% and more
 # within minutes: a calibration taken once, earlier, measures a different machine than
 # the runs meet. Prints each workload's MAPE and the suite's; JSON per workload (with
-# the calibration it used) in ${OUT_DIR:-out}/suite/.
+# the calibration it used) in ${OUT_DIR:-out}/suite/. Each compare also profiles every
+# kernel of its task graphs, right before that strategy's runs in each round, and
+# reports both simulations: with the profiled kernel times and with the analytic
+# roofline alone; each row's error is the median of its rounds' paired errors.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tessel=${BUILD_DIR:-build}/bin/tessel
@@ -23,8 +26,11 @@ rows, lines = [], []
 for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
     j = json.load(open(f))
     rows += j["rows"]
-    lines.append(f"  {j['graph']:<32} MAPE {j['mape_pct']:5.1f}%   Kendall tau {j['kendall_tau']:+.2f}   correct {j['correct']}")
+    lines.append(f"  {j['graph']:<32} MAPE {j['mape_pct']:5.1f}% (analytic {j['mape_analytic_pct']:5.1f}%)"
+                 f"   Kendall tau {j['kendall_tau']:+.2f}   correct {j['correct']}")
 print("\n".join(lines))
 mape = sum(abs(r["error_pct"]) for r in rows) / len(rows)
-print(f"  suite: {len(rows)} rows, MAPE {mape:.1f}%, all correct: {all(r['correct'] for r in rows)}")
+analytic = sum(abs(r.get("error_analytic_pct", r["error_pct"])) for r in rows) / len(rows)
+print(f"  suite: {len(rows)} rows, MAPE {mape:.1f}% with profiled kernels, {analytic:.1f}% analytic, "
+      f"all correct: {all(r['correct'] for r in rows)}")
 PY

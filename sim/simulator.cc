@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 #include <chrono>
 #include <limits>
 #include <stdexcept>
@@ -54,8 +55,9 @@ class Run {
   }
 
  private:
+  static constexpr std::int32_t kBarrierEvent = -1;
   struct Event {
-    std::int32_t task;
+    std::int32_t task;  // kBarrierEvent: the end of a bsp barrier
     std::uint32_t version;  // compute tasks: the device's run_version_ when it was scheduled
   };
   // A task that became ready: when, and which task released it (for the critical path).
@@ -91,6 +93,11 @@ class Run {
 
   void setup() {
     if (o_.comm_channels < 1) fail("simulate: comm_channels must be >= 1, got ", o_.comm_channels);
+    if (!o_.task_seconds.empty() && o_.task_seconds.size() != tg_.tasks.size())
+      fail("simulate: task_seconds has ", o_.task_seconds.size(), " entries for ", tg_.tasks.size(), " tasks");
+    for (std::size_t i = 0; i < o_.task_seconds.size(); ++i)
+      if (!std::isfinite(o_.task_seconds[i]))
+        fail("simulate: task_seconds[", i, "] is not a finite number");
     m_.validate(m_.name.empty() ? "machine" : m_.name);
     if (tg_.num_devices > m_.num_devices())
       fail("the task graph is placed on ", tg_.num_devices, " devices but machine '", m_.name, "' has ",
@@ -187,7 +194,9 @@ class Run {
         in.rank = routes_.latency(r) + serial;
         in.amount = t.bytes;
       } else if (in.lane != kNoLane) {
-        in.rank = in.amount = to_sim_time(compute_seconds(t, tg_, *type_of[t.device.index()]));
+        const double measured = o_.task_seconds.empty() ? -1.0 : o_.task_seconds[i];
+        in.rank = in.amount =
+            to_sim_time(measured >= 0 ? measured : compute_seconds(t, tg_, *type_of[t.device.index()]));
       }
     }
     // In flight at once: comm_channels moves per device; ids are the slots of moves_active_.
@@ -236,6 +245,7 @@ class Run {
       distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
       phase_.resize(n);
       phase_left_.assign(distinct.size(), 0);
+      barrier_latency_ = to_sim_time(m_.barrier_latency_s);
       held_.assign(distinct.size(), {});
       for (std::size_t i = 0; i < n; ++i) {
         phase_[i] = static_cast<std::int32_t>(std::lower_bound(distinct.begin(), distinct.end(), phases[i]) - distinct.begin());
@@ -308,6 +318,11 @@ class Run {
       do {
         while (queue_.next_time() == t) {
           Event e = queue_.pop();
+          if (e.task == kBarrierEvent) {  // a bsp barrier's latency has passed
+            ++events_;
+            next_phase(barrier_last_, t);
+            continue;
+          }
           const Info& in = info_[static_cast<std::size_t>(e.task)];
           // A compute task's finish is stale once interference re-timed it.
           if (in.lane == kCompute && e.version != run_version_[static_cast<std::size_t>(in.dev)]) continue;
@@ -523,7 +538,14 @@ class Run {
     }
     if (o_.policy == Policy::bsp) {
       const auto p = static_cast<std::size_t>(phase_[ui]);
-      if (--phase_left_[p] == 0 && static_cast<std::int32_t>(p) == current_phase_) next_phase(i, t);
+      if (--phase_left_[p] == 0 && static_cast<std::int32_t>(p) == current_phase_) {
+        if (barrier_latency_ > 0 && current_phase_ + 1 < static_cast<std::int32_t>(phase_left_.size())) {
+          barrier_last_ = i;  // the next phase starts once the barrier's latency has passed
+          queue_.push(t + barrier_latency_, Event{kBarrierEvent, 0});
+        } else {
+          next_phase(i, t);
+        }
+      }
     }
   }
 
@@ -683,6 +705,8 @@ class Run {
   std::vector<std::int32_t> phase_left_;
   std::vector<std::vector<Released>> held_;
   std::int32_t current_phase_ = 0;
+  SimTime barrier_latency_ = 0;    // Machine::barrier_latency_s
+  std::int32_t barrier_last_ = -1;  // the task that ended the phase whose barrier is pending
   std::int32_t barrier_task_ = -1;
   SimTime barrier_ps_ = 0;
 

@@ -31,7 +31,9 @@
 //          task id), or FIFO (ready order).
 //   bsp    bulk-synchronous (core's bsp_phase): for each graph node, all its input and
 //          compute tasks, a barrier, all the communication its outputs need (moves,
-//          touches, outputs), a barrier. Within a phase, tasks run as under async.
+//          touches, outputs), a barrier. Within a phase, tasks run as under async. A
+//          barrier takes the machine's barrier_latency_s: the next phase's tasks start
+//          that long after the end of the phase's last task (one event per barrier).
 //
 // Events: one per task completion plus one per network-internal state change (a flow
 // joining the network after its latency). Deterministic: the same inputs give the same
@@ -65,6 +67,11 @@ struct SimOptions {
   bool interference = true;  // false: perfect overlap, whatever the machine says
   int comm_channels = 1;     // moves one device sends at the same time
   bool record_memory = false;  // keep every change of live bytes (SimResult::memory)
+  // Measured durations that replace the compute model: empty, or one entry per task,
+  // where a value >= 0 is that compute or touch task's undisturbed seconds (interference
+  // still applies) and a negative one keeps the model. `tessel compare` fills it from a
+  // kernel profile (runtime/profile.h) plus the per-task overhead.
+  std::vector<double> task_seconds;
 };
 
 struct DeviceStats {

@@ -96,6 +96,7 @@ TEST(Machine, JsonRoundTripsEveryPreset) {
     m.device_types[0].efficiency = {{1e6, 0.25}, {1e12, 0.9}};
     m.interference.comm_priority = CommPriority::high;
     m.interference.comm_sms = 8;
+    m.barrier_latency_s = 2.5e-6;
     Machine back = machine_from_json(json::parse(to_json(m).dump()), name);
     EXPECT_EQ(back, m) << name;
   }
@@ -122,6 +123,7 @@ TEST(Machine, HandWrittenJsonWithExplicitRoutes) {
   EXPECT_DOUBLE_EQ(m.route_latency_s(m.route(DeviceId(0), DeviceId(1))), 1e-6);
   // Defaults: interference from the published measurements.
   EXPECT_DOUBLE_EQ(m.interference.normal.compute_slowdown, 1.189);
+  EXPECT_EQ(m.barrier_latency_s, 0);  // barriers are free unless the JSON says otherwise
   std::string e = error_of([&] { (void)m.route(DeviceId(0), DeviceId(2)); });
   EXPECT_NE(e.find("no route from device 0 to device 2"), std::string::npos) << e;
 }
@@ -170,6 +172,9 @@ TEST(Machine, BadJsonNamesTheField) {
   j = ring_json();
   j["device_types"][0]["efficiency"] = {{1e9, 0.5}, {1e6, 0.9}};
   expect_error(j, "m.json.device_types[0].efficiency[1]");
+  j = ring_json();
+  j["barrier_latency_s"] = -1e-6;
+  expect_error(j, "m.json.barrier_latency_s: must be a finite number >= 0");
 }
 
 TEST(Machine, UnknownPresetListsThePresets) {

@@ -74,6 +74,32 @@ TEST(CompareCli, WithoutAMachineItCalibratesDuringTheTimedRoundsAndReportsTheCal
   EXPECT_GT(j["calibration"]["task_overhead_s"].get<double>(), 0);
   ASSERT_EQ(j["rows"].size(), 1u);
   EXPECT_GT(j["rows"][0]["simulated_s"].get<double>(), 0);
+  // By default the kernels are profiled, and the analytic simulation is reported beside.
+  EXPECT_EQ(j["compute_model"], "profiled");
+  EXPECT_GT(j["kernels_profiled"].get<int>(), 0);
+  EXPECT_GT(j["rows"][0]["simulated_analytic_s"].get<double>(), 0);
+  EXPECT_TRUE(std::isfinite(j["mape_analytic_pct"].get<double>()));
+  // One paired error per timed round; the row's error is their median.
+  ASSERT_EQ(j["rows"][0]["round_errors_pct"].size(), 2u);
+  const double a = j["rows"][0]["round_errors_pct"][0], b = j["rows"][0]["round_errors_pct"][1];
+  EXPECT_NEAR(j["rows"][0]["error_pct"].get<double>(), (a + b) / 2, 1e-9);
+}
+
+TEST(CompareCli, AnalyticComputeModelSkipsProfiling) {
+  auto r = run_tessel(
+      "compare -w chain:size=32 -d 2 -s split-largest --policy bsp --repeat 1 --warmup 0 "
+      "--calibration-seconds 0.002 --compute-model analytic --json");
+  ASSERT_EQ(r.status, 0) << r.output();
+  EXPECT_EQ(r.err.find("profiling"), std::string::npos) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["compute_model"], "analytic");
+  EXPECT_EQ(j["kernels_profiled"], 0);
+  EXPECT_FALSE(j["rows"][0].contains("simulated_analytic_s"));
+  EXPECT_EQ(j["mape_analytic_pct"], j["mape_pct"]);
+  EXPECT_GE(j["calibration"]["barrier_latency_s"].get<double>(), 0);
+  r = run_tessel("compare -w chain:size=32 -d 2 --compute-model guessed");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--compute-model"), std::string::npos) << r.err;
 }
 
 TEST(CompareCli, AMachineForAnotherDeviceCountIsRejectedByName) {

@@ -30,8 +30,15 @@ TEST(CpuCalibrator, EveryPointIsMeasuredEachRoundAndTheResultMakesAValidMachine)
   for (double v : {c.generic_flops_per_s, c.transcendental_flops_per_s, c.memory_bytes_per_s, c.cache_bytes_per_s,
                    c.copy_bytes_per_s_alone, c.copy_bytes_per_s_shared, c.task_overhead_s})
     EXPECT_GT(v, 0);
+  EXPECT_GE(c.barrier_latency_s, 0);
   Machine m = machine_from_calibration(c);
   EXPECT_EQ(m.num_devices(), 2);
+  EXPECT_EQ(m.barrier_latency_s, c.barrier_latency_s);
+  // Each round alone gives figures too (compare pairs them with its runs), and only
+  // measured rounds exist.
+  for (int r = 0; r < 3; ++r) EXPECT_GT(cal.round_result(r).peak_flops_per_s, 0) << r;
+  EXPECT_THROW((void)cal.round_result(3), Error);
+  EXPECT_THROW((void)cal.round_result(-1), Error);
 }
 
 TEST(CpuCalibrator, BadOptionsAreErrors) {

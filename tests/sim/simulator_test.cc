@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 #include <map>
 #include <set>
@@ -196,6 +197,61 @@ TEST(Simulator, BspRunsPhasesBetweenBarriers) {
     EXPECT_GE(span.first, prev_end) << "phase " << phase;
     prev_end = std::max(prev_end, span.second);
   }
+}
+
+TEST(Simulator, BarrierLatencyDelaysEveryNextPhaseUnderBspOnly) {
+  // compute of node 0 (dev 0) → its move → compute of node 1 (dev 1): three phases.
+  Machine m = switch_machine(2, 0, 1e10, 1e11);
+  TgBuilder b(2);
+  BufferId a = b.compute(0, 1e9, 0, {}, 1'000);    // 1 ms
+  BufferId moved = b.move(a, 1);                   // 100 ns
+  b.compute(1, 1e9, 0, {moved}, 4, /*node=*/1);    // 1 ms
+  const TaskGraph& tg = b.graph();
+  std::set<std::int32_t> phases;
+  for (const Task& t : tg.tasks) phases.insert(bsp_phase(t));
+  const std::int64_t barriers = static_cast<std::int64_t>(phases.size()) - 1;
+  ASSERT_EQ(barriers, 2);
+  const SimResult plain = simulate(tg, m, options("flow", Policy::bsp));
+  const SimResult plain_async = simulate(tg, m, options("flow"));
+  m.barrier_latency_s = 5e-6;
+  const SimResult slow = simulate(tg, m, options("flow", Policy::bsp));
+  EXPECT_EQ(ps(slow.makespan_s), ps(plain.makespan_s) + barriers * 5'000'000);
+  EXPECT_EQ(ps(simulate(tg, m, options("flow")).makespan_s), ps(plain_async.makespan_s));  // async has no barriers
+  // Each barrier's end is one event; the timeline stays deterministic.
+  EXPECT_EQ(slow.events, plain.events + barriers);
+  EXPECT_EQ(simulate(tg, m, options("flow", Policy::bsp)).timeline.spans, slow.timeline.spans);
+}
+
+TEST(Simulator, TaskSecondsReplaceTheComputeModelWhereGiven) {
+  Machine m = switch_machine(2, 2e-6, 1e10, 1e11);
+  m.device_types[0].launch_latency_s = 1e-6;
+  TgBuilder b(2);
+  BufferId a = b.compute(0, 2e9, 0, {}, 1'000'000);  // model: 2 ms + 1 µs
+  BufferId moved = b.move(a, 1);                      // 2 µs + 100 µs (the network's, always)
+  b.compute(1, 1e9, 0, {moved});                      // model: 1 ms + 1 µs
+  const TaskGraph& tg = b.graph();
+  SimOptions o = options("alpha-beta");
+  o.task_seconds.assign(tg.size(), -1.0);
+  std::int64_t expected = 0;
+  for (std::size_t i = 0; i < tg.size(); ++i) {
+    if (tg.tasks[i].kind == TaskKind::compute) {
+      o.task_seconds[i] = i == 0 ? 3e-6 : 7e-6;  // measured kernels
+      expected += i == 0 ? 3'000'000 : 7'000'000;
+    }
+  }
+  expected += 102'000'000;
+  SimResult r = simulate(tg, m, o);
+  EXPECT_EQ(ps(r.makespan_s), expected);
+  // Negative entries keep the model: all -1 is the plain simulation.
+  o.task_seconds.assign(tg.size(), -1.0);
+  EXPECT_EQ(simulate(tg, m, o).makespan_s, simulate(tg, m, options("alpha-beta")).makespan_s);
+  // A wrong length or a non-finite value is an error that says so.
+  o.task_seconds.assign(tg.size() + 1, 0.0);
+  EXPECT_NE(error_of([&] { (void)simulate(tg, m, o); }).find("task_seconds has 4 entries for 3 tasks"),
+            std::string::npos);
+  o.task_seconds.assign(tg.size(), std::nan(""));
+  EXPECT_NE(error_of([&] { (void)simulate(tg, m, o); }).find("task_seconds[0] is not a finite number"),
+            std::string::npos);
 }
 
 // Acceptance: with interference off, the work-conserving async schedule finishes no later

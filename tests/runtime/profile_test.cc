@@ -1,0 +1,87 @@
+// KernelProfiler: one kernel per distinct (node, block shape), measured per round.
+#include "runtime/profile.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "core/error.h"
+#include "core/partition.h"
+#include "core/workloads.h"
+
+namespace tessel::runtime {
+namespace {
+
+TEST(KernelProfiler, OneKernelPerDistinctNodeAndBlockShape) {
+  // An uneven split gives one node blocks of two shapes: 3 rows in 2 parts is 2 + 1.
+  Graph g = build_workload("chain:m=3,k=8,n=8,p=8");
+  std::vector<std::vector<int>> parts;
+  for (const Node& n : g.nodes()) parts.push_back(std::vector<int>(n.kind == NodeKind::einsum ? n.einsum.rank() : 0, 1));
+  for (std::size_t i = 0; i < g.size(); ++i)
+    if (g.node(NodeId(static_cast<std::int32_t>(i))).kind == NodeKind::einsum) parts[i][0] = 2;
+  TaskGraph tg = lower(g, decomposition_from_parts(g, 2, parts));
+  std::set<std::pair<std::int32_t, Shape>> distinct;
+  for (const Task& t : tg.tasks)
+    if (t.kind == TaskKind::compute) distinct.insert({t.node.value, t.src.shape()});
+
+  ASSERT_GT(distinct.size(), 2u);  // two products, one of them (at least) with blocks of two shapes
+
+  KernelProfiler p(g, tg, {2, 0.0005});
+  EXPECT_EQ(p.kernels(), distinct.size());
+  EXPECT_THROW((void)p.task_seconds(0), Error);  // nothing measured yet
+  EXPECT_THROW((void)p.median_task_seconds(), Error);
+  p.round();
+  p.round();
+  EXPECT_EQ(p.rounds(), 2);
+  for (int r = 0; r < 2; ++r) {
+    std::vector<double> s = p.task_seconds(r);
+    ASSERT_EQ(s.size(), tg.size());
+    std::map<std::pair<std::int32_t, Shape>, double> seen;
+    for (std::size_t i = 0; i < tg.size(); ++i) {
+      const Task& t = tg.tasks[i];
+      if (t.kind != TaskKind::compute) {
+        EXPECT_EQ(s[i], -1.0) << i;
+        continue;
+      }
+      EXPECT_GT(s[i], 0) << i;
+      // Tasks of one kernel share its figure.
+      auto [it, fresh] = seen.try_emplace({t.node.value, t.src.shape()}, s[i]);
+      if (!fresh) {
+        EXPECT_EQ(it->second, s[i]) << i;
+      }
+    }
+  }
+  EXPECT_THROW((void)p.task_seconds(2), Error);
+  EXPECT_EQ(p.median_task_seconds().size(), tg.size());
+}
+
+TEST(KernelProfiler, ABlockWithAThousandTimesTheFlopsTakesLonger) {
+  Graph small = build_workload("chain:size=16");
+  Graph big = build_workload("chain:size=160");
+  auto first_compute = [](const Graph& g) {
+    TaskGraph tg = lower(g, decomposition_from_parts(g, 1, std::vector<std::vector<int>>(
+                                                               g.size(), std::vector<int>())));
+    return tg;
+  };
+  TaskGraph ts = first_compute(small), tb = first_compute(big);
+  KernelProfiler ps(small, ts, {1, 0.002}), pb(big, tb, {1, 0.002});
+  ps.round();
+  pb.round();
+  auto total = [](const std::vector<double>& v) {
+    double sum = 0;
+    for (double x : v) sum += x > 0 ? x : 0;
+    return sum;
+  };
+  EXPECT_GT(total(pb.task_seconds(0)), 10 * total(ps.task_seconds(0)));
+}
+
+TEST(KernelProfiler, BadOptionsAreErrors) {
+  Graph g = build_workload("chain:size=8");
+  TaskGraph tg = lower(g, decomposition_from_parts(g, 1, std::vector<std::vector<int>>(g.size(), std::vector<int>())));
+  EXPECT_THROW(KernelProfiler(g, tg, {0, 0.001}), Error);
+  EXPECT_THROW(KernelProfiler(g, tg, {1, 0}), Error);
+}
+
+}  // namespace
+}  // namespace tessel::runtime
