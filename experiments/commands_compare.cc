@@ -163,9 +163,9 @@ void add_compare(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--compute-model", o->compute_model,
                   "how the simulation times compute tasks: 'profiled' (every distinct kernel of the task graphs is "
-                  "run here with all workers busy, one profiling round before each timed round, and its median "
-                  "time plus the per-task overhead replaces the roofline; the analytic simulation is reported "
-                  "beside it) or 'analytic' (the machine's roofline and efficiency table only)")
+                  "run here with all workers busy, right before each round's runs of its strategy, and that round's "
+                  "time plus the per-task overhead replaces the roofline in that round's simulation; the analytic "
+                  "simulation is reported beside it) or 'analytic' (the machine's roofline and efficiency table only)")
       ->capture_default_str()
       ->check(CLI::IsMember({"profiled", "analytic"}));
   cmd->add_option("--profile-seconds", o->profile_seconds,
@@ -444,6 +444,9 @@ void add_compare(CLI::App& app) {
                       r["error_analytic_pct"].get<double>());
         std::printf("  %s\n", r["correct"].get<bool>() ? "ok" : "WRONG RESULT");
       }
+      std::printf("\n  error: the median over the rounds of (simulated - measured) / measured, each round simulated with the\n"
+                  "  calibration%s measured in that round only (the medians shown need not give the same ratio)\n",
+                  profiled ? " and kernel profile" : "");
       std::printf("\n  MAPE %.1f%%", mape);
       if (profiled) std::printf(" (analytic %.1f%%)", mape_analytic);
       std::printf("   Kendall tau (all rows) %.2f", tau);
