@@ -220,8 +220,7 @@ void add_compare(CLI::App& app) {
     struct Round {
       double measured_s = 0;
       Timeline measured;
-      sim::SimResult sim;           // profiled kernels, or analytic
-      sim::SimResult sim_analytic;  // with profiled kernels: the analytic simulation beside it
+      sim::SimResult sim;  // profiled kernels, or analytic
     };
     struct Row {
       std::size_t strategy = 0;
@@ -291,8 +290,11 @@ void add_compare(CLI::App& app) {
       runtime::Calibration c = calibrator->result();
       print_calibration(c);
       calibration = runtime::to_json(c);
-      machine = runtime::machine_from_calibration(c);  // the medians, for the record
     }
+    // The machine each round is simulated on: that round's calibration, or the given one.
+    std::vector<Machine> round_machines;
+    for (int r = 0; r < o->repeat; ++r)
+      round_machines.push_back(calibrator ? runtime::machine_from_calibration(calibrator->round_result(r)) : machine);
     auto median_of = [](std::vector<double> v) {
       std::sort(v.begin(), v.end());
       return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
@@ -305,21 +307,19 @@ void add_compare(CLI::App& app) {
       std::vector<double> sim_s, analytic_s, meas_s, err, err_analytic;
       for (int r = 0; r < static_cast<int>(row.rounds.size()); ++r) {
         Round& rd = row.rounds[static_cast<std::size_t>(r)];
-        const Machine round_machine =
-            calibrator ? runtime::machine_from_calibration(calibrator->round_result(r)) : machine;
-        so.task_seconds.clear();
+        const Machine& round_machine = round_machines[static_cast<std::size_t>(r)];
         rd.sim = sim::simulate(tg, round_machine, so);
-        if (profiled) {
+        if (profiled) {  // the analytic simulation stays beside the profiled one
           // A profiled compute task takes its kernel's time plus the executor's
           // per-task overhead (the machine's launch latency); everything else keeps
           // the model.
           so.task_seconds = profilers[row.strategy]->task_seconds(r);
           for (std::size_t i = 0; i < so.task_seconds.size(); ++i)
             if (so.task_seconds[i] >= 0) so.task_seconds[i] += round_machine.type_of(tg.tasks[i].device).launch_latency_s;
-          rd.sim_analytic = std::move(rd.sim);
+          analytic_s.push_back(rd.sim.makespan_s);
+          err_analytic.push_back((rd.sim.makespan_s - rd.measured_s) / rd.measured_s * 100);
           rd.sim = sim::simulate(tg, round_machine, so);
-          analytic_s.push_back(rd.sim_analytic.makespan_s);
-          err_analytic.push_back((rd.sim_analytic.makespan_s - rd.measured_s) / rd.measured_s * 100);
+          so.task_seconds.clear();
         }
         sim_s.push_back(rd.sim.makespan_s);
         meas_s.push_back(rd.measured_s);

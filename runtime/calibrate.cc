@@ -1,12 +1,8 @@
 #include "runtime/calibrate.h"
 
-#include <pthread.h>
 #include <unistd.h>
-#include <sched.h>
 
 #include <algorithm>
-#include <barrier>
-#include <chrono>
 #include <cmath>
 #include <functional>
 #include <thread>
@@ -112,17 +108,7 @@ struct CpuCalibrator::State {
 
     // Executor overhead: tiny tasks through the real executor; seconds per task, as every
     // worker runs its share of the compute tasks one after the other.
-    {
-      const int blocks = 2048;
-      GraphBuilder gb;
-      NodeId x = gb.input("x", {blocks});
-      for (int i = 0; i < 4; ++i) x = gb.map("add(x0,1)", x);
-      gb.output(x, "out");
-      overhead_graph = gb.build();
-      const std::vector<std::vector<int>> parts(overhead_graph.size(), std::vector<int>{blocks});
-      overhead_tg = lower(overhead_graph, decomposition_from_parts(overhead_graph, n, parts));
-      overhead_inputs = random_inputs(overhead_graph, 1);
-    }
+    map_chain(4, 2048, 2048, overhead_graph, overhead_tg, overhead_inputs);
     probes.emplace_back([this] {
       const std::int64_t per_worker = (overhead_tg.summary().count[static_cast<int>(TaskKind::compute)] + n - 1) / n;
       CpuExecutor exec({Policy::async, true});
@@ -134,15 +120,8 @@ struct CpuCalibrator::State {
     });
     // Barrier latency: a chain of elementwise nodes, one block per worker (no moves),
     // under bsp and under async; the difference per barrier.
+    map_chain(kBarrierChain, static_cast<std::int64_t>(n) * 64, n, barrier_graph, barrier_tg, barrier_inputs);
     {
-      GraphBuilder gb;
-      NodeId x = gb.input("x", {static_cast<std::int64_t>(n) * 64});
-      for (int i = 0; i < kBarrierChain; ++i) x = gb.map("add(x0,1)", x);
-      gb.output(x, "out");
-      barrier_graph = gb.build();
-      const std::vector<std::vector<int>> parts(barrier_graph.size(), std::vector<int>{n});
-      barrier_tg = lower(barrier_graph, decomposition_from_parts(barrier_graph, n, parts));
-      barrier_inputs = random_inputs(barrier_graph, 1);
       std::vector<std::int32_t> phases;
       for (const Task& t : barrier_tg.tasks) phases.push_back(bsp_phase(t));
       std::sort(phases.begin(), phases.end());
@@ -162,6 +141,19 @@ struct CpuCalibrator::State {
       return std::max(0.0, diff[diff.size() / 2] / std::max(1, barriers));
     });
     samples.resize(probes.size());
+  }
+
+  // `length` elementwise nodes in a row over a vector of `elements`, each node cut into
+  // `blocks` blocks placed round-robin over the workers, lowered, with random inputs.
+  void map_chain(int length, std::int64_t elements, int blocks, Graph& g, TaskGraph& tg, TensorMap& inputs) const {
+    GraphBuilder gb;
+    NodeId x = gb.input("x", {elements});
+    for (int i = 0; i < length; ++i) x = gb.map("add(x0,1)", x);
+    gb.output(x, "out");
+    g = gb.build();
+    const std::vector<std::vector<int>> parts(g.size(), std::vector<int>{blocks});
+    tg = lower(g, decomposition_from_parts(g, n, parts));
+    inputs = random_inputs(g, 1);
   }
 
   std::function<double()> generic_probe(const Einsum& e) {

@@ -1,7 +1,5 @@
 #include "runtime/cpu_executor.h"
 
-#include <pthread.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +14,7 @@
 
 #include "core/error.h"
 #include "runtime/cpu_kernels.h"
+#include "runtime/measure.h"
 
 namespace tessel::runtime {
 
@@ -131,6 +130,7 @@ class Run {
     std::vector<std::thread> workers;
     for (int d = 0; d < tg_.num_devices; ++d) workers.emplace_back([this, d] { worker(d); });
     while (workers_ready_.load(std::memory_order_acquire) < tg_.num_devices) std::this_thread::yield();
+    whole_inputs_ = {};  // every worker has placed its input blocks
     t0_ = Clock::now();
     if (options_.policy == Policy::bsp) {
       std::lock_guard<std::mutex> lock(phase_mutex_);
@@ -223,13 +223,7 @@ class Run {
   }
 
   void worker(int device) {
-    if (options_.pin_threads) {
-      unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-      cpu_set_t set;
-      CPU_ZERO(&set);
-      CPU_SET(static_cast<unsigned>(device) % cores, &set);
-      pthread_setaffinity_np(pthread_self(), sizeof(set), &set);  // best effort
-    }
+    if (options_.pin_threads) pin_to_core(device);
     ReadyQueue& q = queues_[static_cast<std::size_t>(device)];
     cpu::Scratch<T>& scratch = scratch_[static_cast<std::size_t>(device)];
     std::vector<const T*> operands;

@@ -17,8 +17,10 @@
 // the others wait, so that no task's time includes malloc, page faults or zero-filling
 // — costs the simulator does not model and that make a first run slower than a repeat.
 // Where all buffers together would exceed `preallocate_limit_bytes`, buffers are
-// allocated when first written and freed after their last reader instead. Likewise
-// each worker's kernel scratch is kept by the executor from one run to the next.
+// allocated when first written and freed after their last reader instead. Each worker
+// also places its own device's input blocks before the clock, so that they sit in its
+// caches as a repeated step's resident inputs would. Likewise each worker's kernel
+// scratch is kept by the executor from one run to the next.
 
 #include "runtime/executor.h"
 

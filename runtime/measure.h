@@ -1,5 +1,6 @@
 #pragma once
-// Timing helpers shared by calibration and kernel profiling (internal to runtime/).
+// Pinning and timing helpers shared by the CPU executor, calibration and kernel
+// profiling (internal to runtime/).
 
 #include <functional>
 

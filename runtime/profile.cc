@@ -1,6 +1,5 @@
 #include "runtime/profile.h"
 
-#include <algorithm>
 #include <map>
 
 #include "core/error.h"
@@ -38,12 +37,6 @@ struct KernelProfiler::State {
     }
   }
 
-  [[nodiscard]] std::vector<double> per_task(const std::vector<double>& per_kernel) const {
-    std::vector<double> out(kernel_of.size(), -1.0);
-    for (std::size_t i = 0; i < out.size(); ++i)
-      if (kernel_of[i] >= 0) out[i] = per_kernel[static_cast<std::size_t>(kernel_of[i])];
-    return out;
-  }
 
   template <class T>
   double measure(const Kernel& k) const {
@@ -102,21 +95,11 @@ std::size_t KernelProfiler::kernels() const { return state_->kernels.size(); }
 std::vector<double> KernelProfiler::task_seconds(int round) const {
   const State& s = *state_;
   if (round < 0 || round >= s.rounds) fail("kernel profile: round ", round, " of ", s.rounds, " measured");
-  std::vector<double> per_kernel(s.kernels.size());
-  for (std::size_t k = 0; k < s.kernels.size(); ++k) per_kernel[k] = s.kernels[k].samples[static_cast<std::size_t>(round)];
-  return s.per_task(per_kernel);
-}
-
-std::vector<double> KernelProfiler::median_task_seconds() const {
-  const State& s = *state_;
-  if (s.rounds == 0) fail("kernel profile: no round measured yet");
-  std::vector<double> per_kernel(s.kernels.size());
-  for (std::size_t k = 0; k < s.kernels.size(); ++k) {
-    std::vector<double> v = s.kernels[k].samples;
-    std::sort(v.begin(), v.end());
-    per_kernel[k] = v[v.size() / 2];
-  }
-  return s.per_task(per_kernel);
+  std::vector<double> out(s.kernel_of.size(), -1.0);
+  for (std::size_t i = 0; i < out.size(); ++i)
+    if (s.kernel_of[i] >= 0)
+      out[i] = s.kernels[static_cast<std::size_t>(s.kernel_of[i])].samples[static_cast<std::size_t>(round)];
+  return out;
 }
 
 }  // namespace tessel::runtime

@@ -45,8 +45,6 @@ class KernelProfiler {
   // Per task: its kernel's seconds per call in round `round` (0-based) for compute
   // tasks, -1 for every other task. An error for a round not measured.
   [[nodiscard]] std::vector<double> task_seconds(int round) const;
-  // The same with each kernel's median over the rounds so far.
-  [[nodiscard]] std::vector<double> median_task_seconds() const;
 
  private:
   struct State;
