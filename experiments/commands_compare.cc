@@ -48,6 +48,47 @@ double kendall_tau(const std::vector<double>& a, const std::vector<double>& b) {
   return (concordant - discordant) / (static_cast<double>(n) * static_cast<double>(n - 1) / 2);
 }
 
+// The ranking check that noise cannot decide by chance. Two strategies under one
+// policy are "measured apart" when one ran faster than the other in every round (the
+// rounds are paired: both ran within seconds of each other); the simulated order of
+// such a pair must agree with the measured one. Pairs whose measured order flips from
+// round to round are reported but not judged: no simulator can be asked to order what
+// the machine itself does not order repeatably.
+struct PairOrder {
+  std::size_t a = 0, b = 0;     // row indices
+  double measured_diff_pct = 0;  // (median a - median b) / median b
+  double simulated_diff_pct = 0;
+  bool measured_apart = false;
+  bool agrees = false;
+};
+
+std::vector<PairOrder> pair_orders(const std::vector<std::vector<double>>& measured_rounds,
+                                   const std::vector<double>& measured, const std::vector<double>& simulated,
+                                   const std::vector<int>& group) {
+  std::vector<PairOrder> out;
+  for (std::size_t a = 0; a < measured.size(); ++a)
+    for (std::size_t b = a + 1; b < measured.size(); ++b) {
+      if (group[a] != group[b]) continue;
+      PairOrder p;
+      p.a = a;
+      p.b = b;
+      p.measured_diff_pct = (measured[a] - measured[b]) / measured[b] * 100;
+      p.simulated_diff_pct = (simulated[a] - simulated[b]) / simulated[b] * 100;
+      const auto& ra = measured_rounds[a];
+      const auto& rb = measured_rounds[b];
+      int faster = 0, slower = 0;
+      for (std::size_t r = 0; r < std::min(ra.size(), rb.size()); ++r) {
+        if (ra[r] < rb[r]) ++faster;
+        if (ra[r] > rb[r]) ++slower;
+      }
+      const int n = static_cast<int>(std::min(ra.size(), rb.size()));
+      p.measured_apart = n >= 3 && (faster == n || slower == n);
+      p.agrees = (faster == n && simulated[a] < simulated[b]) || (slower == n && simulated[a] > simulated[b]);
+      out.push_back(p);
+    }
+  return out;
+}
+
 double span_of(const Timeline& tl) {
   if (tl.spans.empty()) return 0;
   double lo = tl.spans.front().start_s, hi = 0;
@@ -207,6 +248,8 @@ void add_compare(CLI::App& app) {
     runtime::TensorMap want = runtime::evaluate_reference(g, inputs);
     json rows = json::array();
     std::vector<double> sims, meas;
+    std::vector<std::vector<double>> meas_rounds;
+    std::vector<int> row_policy;
     std::map<std::string, TaskKindError> by_kind;
     bool all_ok = true;
     // The runs go round by round; in each round, one calibration round (without -m),
@@ -366,6 +409,8 @@ void add_compare(CLI::App& app) {
       }
       sims.push_back(simulated);
       meas.push_back(measured_s);
+      meas_rounds.push_back(meas_s);
+      row_policy.push_back(static_cast<int>(row.policy));
       json r = {{"strategy", strategies[row.strategy]},
                 {"policy", policy_name},
                 {"tasks", tg.size()},
@@ -400,6 +445,25 @@ void add_compare(CLI::App& app) {
         }
       ranking[std::string(runtime::to_string(policy))] = kendall_tau(s, m);
     }
+    std::vector<PairOrder> pairs = pair_orders(meas_rounds, meas, sims, row_policy);
+    json pair_json = json::array();
+    int apart = 0, apart_agree = 0;
+    for (const PairOrder& p : pairs) {
+      apart += p.measured_apart;
+      apart_agree += p.measured_apart && p.agrees;
+      pair_json.push_back({{"a", rows[p.a]["strategy"]},
+                           {"b", rows[p.b]["strategy"]},
+                           {"policy", rows[p.a]["policy"]},
+                           {"measured_diff_pct", p.measured_diff_pct},
+                           {"simulated_diff_pct", p.simulated_diff_pct},
+                           {"measured_apart", p.measured_apart},
+                           {"agrees", p.agrees}});
+    }
+    json ranking_check = {{"pairs", pairs.size()},
+                          {"measured_apart", apart},
+                          {"measured_apart_agree", apart_agree},
+                          {"preserved", apart == apart_agree},
+                          {"by_pair", pair_json}};
     json kinds = json::object();
     for (const auto& [k, e] : by_kind)
       kinds[k] = {{"tasks", e.count},
@@ -423,6 +487,7 @@ void add_compare(CLI::App& app) {
                   {"mape_analytic_pct", mape_analytic},
                   {"kendall_tau", tau},
                   {"kendall_tau_by_policy", ranking},
+                  {"ranking", ranking_check},
                   {"task_kinds", kinds},
                   {"correct", all_ok}});
     } else {
@@ -451,7 +516,15 @@ void add_compare(CLI::App& app) {
       if (profiled) std::printf(" (analytic %.1f%%)", mape_analytic);
       std::printf("   Kendall tau (all rows) %.2f", tau);
       for (const auto& [p, t] : ranking.items()) std::printf("   %s %.2f", p.c_str(), t.get<double>());
-      std::printf("\n\n  per task kind      tasks   simulated    measured   total error   mean |error| per task\n");
+      std::printf("\n  ranking: %d of %zu strategy pairs (same policy) ran in the same order in every round; the "
+                  "simulation orders %d of them alike%s\n",
+                  apart, pairs.size(), apart_agree, apart == apart_agree ? " (ranking preserved)" : " (NOT preserved)");
+      for (const PairOrder& p : pairs)
+        if (p.measured_apart && !p.agrees)
+          std::printf("    %s vs %s (%s): measured %+.1f%%, simulated %+.1f%%\n",
+                      rows[p.a]["strategy"].get<std::string>().c_str(), rows[p.b]["strategy"].get<std::string>().c_str(),
+                      rows[p.a]["policy"].get<std::string>().c_str(), p.measured_diff_pct, p.simulated_diff_pct);
+      std::printf("\n  per task kind      tasks   simulated    measured   total error   mean |error| per task\n");
       for (const auto& [k, e] : by_kind)
         std::printf("  %-16s %7lld %11s %11s %+12.1f%%   %s\n", k.c_str(), static_cast<long long>(e.count),
                     human_seconds(e.simulated_s).c_str(), human_seconds(e.measured_s).c_str(),

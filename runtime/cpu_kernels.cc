@@ -139,6 +139,37 @@ T apply(ScalarFn fn, T x, T y, T z) {
   }
 }
 
+template <class T>
+Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> arr(T* p, int n) {
+  return Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>(p, n);
+}
+
+// acc combined with v[0..n) under `agg`, in kLanes independent partial results so that
+// the loop vectorises (a single running sum cannot be reordered by the compiler). The
+// order of combination is fixed, so results stay bit-for-bit repeatable.
+template <class T>
+T reduce_chunk(Agg agg, T acc, const T* v, int n) {
+  constexpr int kLanes = 16;
+  if (n < kLanes || agg == Agg::none) {
+    for (int x = 0; x < n; ++x) acc = static_cast<T>(agg_combine(agg, acc, v[x]));
+    return acc;
+  }
+  std::array<T, kLanes> part;
+  for (int l = 0; l < kLanes; ++l) part[l] = v[l];
+  int x = kLanes;
+  for (; x + kLanes <= n; x += kLanes)
+    switch (agg) {
+      case Agg::sum: for (int l = 0; l < kLanes; ++l) part[l] += v[x + l]; break;
+      case Agg::prod: for (int l = 0; l < kLanes; ++l) part[l] *= v[x + l]; break;
+      case Agg::max: for (int l = 0; l < kLanes; ++l) part[l] = v[x + l] > part[l] ? v[x + l] : part[l]; break;
+      case Agg::min: for (int l = 0; l < kLanes; ++l) part[l] = v[x + l] < part[l] ? v[x + l] : part[l]; break;
+      case Agg::none: break;
+    }
+  for (; x < n; ++x) part[x % kLanes] = static_cast<T>(agg_combine(agg, part[x % kLanes], v[x]));
+  for (int l = 0; l < kLanes; ++l) acc = static_cast<T>(agg_combine(agg, acc, part[l]));
+  return acc;
+}
+
 // Evaluates the join program on n <= kChunk elements; operand i is read at
 // base[i] + x * step[i]. Result in the top stack slot, returned.
 template <class T>
@@ -153,6 +184,8 @@ const T* eval_chunk(const ScalarOp& op, const T* const* base, const std::int64_t
       const std::int64_t st = step[in.hole];
       if (st == 1) {
         std::copy(p, p + n, dst);
+      } else if (st == 0) {  // broadcast along the inner loop
+        std::fill(dst, dst + n, *p);
       } else {
         for (int x = 0; x < n; ++x) dst[x] = p[x * st];
       }
@@ -174,6 +207,17 @@ const T* eval_chunk(const ScalarOp& op, const T* const* base, const std::int64_t
       case ScalarFn::mul: for (int x = 0; x < n; ++x) x0[x] = x0[x] * x1[x]; break;
       case ScalarFn::div: for (int x = 0; x < n; ++x) x0[x] = x0[x] / x1[x]; break;
       case ScalarFn::max: for (int x = 0; x < n; ++x) x0[x] = x0[x] > x1[x] ? x0[x] : x1[x]; break;
+      case ScalarFn::min: for (int x = 0; x < n; ++x) x0[x] = x0[x] < x1[x] ? x0[x] : x1[x]; break;
+      case ScalarFn::neg: for (int x = 0; x < n; ++x) x0[x] = -x0[x]; break;
+      case ScalarFn::relu: for (int x = 0; x < n; ++x) x0[x] = x0[x] > T(0) ? x0[x] : T(0); break;
+      // Transcendentals through Eigen's SIMD implementations (exp, log, tanh, sqrt).
+      case ScalarFn::exp: arr(x0, n) = arr(x0, n).exp(); break;
+      case ScalarFn::log: arr(x0, n) = arr(x0, n).log(); break;
+      case ScalarFn::sqrt: arr(x0, n) = arr(x0, n).sqrt(); break;
+      case ScalarFn::rsqrt: arr(x0, n) = arr(x0, n).rsqrt(); break;
+      case ScalarFn::tanh: arr(x0, n) = arr(x0, n).tanh(); break;
+      case ScalarFn::silu: arr(x0, n) = arr(x0, n) / (T(1) + (-arr(x0, n)).exp()); break;
+      case ScalarFn::sigmoid: arr(x0, n) = T(1) / (T(1) + (-arr(x0, n)).exp()); break;
       default:
         for (int x = 0; x < n; ++x) x0[x] = apply<T>(in.fn, x0[x], x1[x], x2[x]);
     }
@@ -206,9 +250,25 @@ void generic_path(const Einsum& e, const std::vector<const T*>& ops, T* out, Scr
     auto st = strides_of(e.out_shape());
     for (int j = 0; j < e.out_rank; ++j) out_stride[j] = st[j];
   }
-  const int last = rank - 1;
+  // The inner loop runs over the join index that the most arrays (operands and the
+  // output) walk contiguously, so that a reduction over rows ("ij->j") streams along
+  // rows and accumulates elementwise instead of gathering columns; ties keep the last
+  // join index (the aggregated one, for reductions). The other indices form an
+  // odometer in join order.
+  auto unit_strides = [&](int j) {
+    int k = out_stride[j] == 1;
+    for (int i = 0; i < nin; ++i) k += stride[i][j] == 1;
+    return k;
+  };
+  int last = rank - 1;
+  for (int j = rank - 2; j >= 0; --j)
+    if (e.join_shape[j] >= 16 && unit_strides(j) > unit_strides(last)) last = j;
+  std::array<int, kMaxRank> outer{};  // the odometer's indices, slowest first
+  int n_outer = 0;
+  for (int j = 0; j < rank; ++j)
+    if (j != last) outer[n_outer++] = j;
   const std::int64_t inner = e.join_shape[last];
-  const std::int64_t os = out_stride[last];  // 0 when the innermost index is aggregated
+  const std::int64_t os = out_stride[last];  // 0 when the inner index is aggregated
   std::array<const T*, kMaxRank> base{};
   std::array<std::int64_t, kMaxRank> step{};
   for (int i = 0; i < nin; ++i) step[i] = stride[i][last];
@@ -222,23 +282,24 @@ void generic_path(const Einsum& e, const std::vector<const T*>& ops, T* out, Scr
       const T* v = eval_chunk<T>(e.join, base.data(), step.data(), n, s.stack);
       T* o = out + out_off + x0 * os;
       if (!agg) {
-        for (int x = 0; x < n; ++x) o[x * os] = v[x];
-      } else if (os == 0) {
-        T acc = *o;
-        switch (e.agg) {
-          case Agg::sum: for (int x = 0; x < n; ++x) acc += v[x]; break;
-          case Agg::max: for (int x = 0; x < n; ++x) acc = v[x] > acc ? v[x] : acc; break;
-          case Agg::min: for (int x = 0; x < n; ++x) acc = v[x] < acc ? v[x] : acc; break;
-          case Agg::prod: for (int x = 0; x < n; ++x) acc *= v[x]; break;
-          case Agg::none: break;
+        if (os == 1) {
+          std::copy(v, v + n, o);
+        } else {
+          for (int x = 0; x < n; ++x) o[x * os] = v[x];
         }
-        *o = acc;
+      } else if (os == 0) {
+        *o = reduce_chunk<T>(e.agg, *o, v, n);
+      } else if (os == 1 && e.agg == Agg::sum) {
+        for (int x = 0; x < n; ++x) o[x] += v[x];
+      } else if (os == 1 && e.agg == Agg::max) {
+        for (int x = 0; x < n; ++x) o[x] = v[x] > o[x] ? v[x] : o[x];
       } else {
         for (int x = 0; x < n; ++x) o[x * os] = static_cast<T>(agg_combine(e.agg, o[x * os], v[x]));
       }
     }
-    int d = rank - 2;
-    for (; d >= 0; --d) {
+    int k = n_outer - 1;
+    for (; k >= 0; --k) {
+      const int d = outer[k];
       ++c[d];
       for (int i = 0; i < nin; ++i) off[i] += stride[i][d];
       out_off += out_stride[d];
@@ -247,7 +308,7 @@ void generic_path(const Einsum& e, const std::vector<const T*>& ops, T* out, Scr
       out_off -= out_stride[d] * c[d];
       c[d] = 0;
     }
-    if (d < 0) break;
+    if (k < 0) break;
   }
 }
 

@@ -23,14 +23,24 @@ done
 plots/python.sh - "$out" <<'PY'
 import glob, json, os, sys
 rows, lines = [], []
+apart = agree = 0
 for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
     j = json.load(open(f))
     rows += j["rows"]
+    rk = j["ranking"]
+    apart += rk["measured_apart"]
+    agree += rk["measured_apart_agree"]
     lines.append(f"  {j['graph']:<32} MAPE {j['mape_pct']:5.1f}% (analytic {j['mape_analytic_pct']:5.1f}%)"
-                 f"   Kendall tau {j['kendall_tau']:+.2f}   correct {j['correct']}")
+                 f"   Kendall tau {j['kendall_tau']:+.2f}   ordered alike {rk['measured_apart_agree']}/"
+                 f"{rk['measured_apart']} of {rk['pairs']} pairs   correct {j['correct']}")
+    for p in rk["by_pair"]:
+        if p["measured_apart"] and not p["agrees"]:
+            lines.append(f"      {p['a']} vs {p['b']} ({p['policy']}): measured {p['measured_diff_pct']:+.1f}%,"
+                         f" simulated {p['simulated_diff_pct']:+.1f}%")
 print("\n".join(lines))
 mape = sum(abs(r["error_pct"]) for r in rows) / len(rows)
 analytic = sum(abs(r.get("error_analytic_pct", r["error_pct"])) for r in rows) / len(rows)
 print(f"  suite: {len(rows)} rows, MAPE {mape:.1f}% with profiled kernels, {analytic:.1f}% analytic, "
       f"all correct: {all(r['correct'] for r in rows)}")
+print(f"  ranking: {agree} of {apart} strategy pairs measured apart in every round are simulated in the same order")
 PY
