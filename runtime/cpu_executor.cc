@@ -11,6 +11,7 @@
 #include <mutex>
 #include <queue>
 #include <thread>
+#include <utility>
 
 #include "core/error.h"
 #include "runtime/cpu_kernels.h"
@@ -48,6 +49,83 @@ inline void cpu_relax() {
 #endif
 }
 
+// The executor's worker threads, kept from one run to the next: worker d of every run
+// is the same thread, so its stack pages (Eigen's GEMM packs its blocks on the stack),
+// its allocator arena and its core's caches are warm when the clock starts, as they are
+// in a training loop that runs the same step again. A thread's first GEMM of a shape
+// otherwise costs 10-20 us more than the next (the stack pages fault in), which a
+// fine-grained graph pays on every worker and every run.
+class WorkerPool {
+ public:
+  WorkerPool() = default;
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
+  ~WorkerPool() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (std::thread& t : threads_) t.join();
+  }
+
+  // Starts job(d) on workers d = 0..n-1 and returns at once; wait() returns when all
+  // have returned, rethrowing the first exception a job let escape.
+  void start(int n, std::function<void(int)> job) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    job_ = std::move(job);
+    active_ = n;
+    pending_ = n;
+    error_ = nullptr;
+    ++generation_;
+    while (static_cast<int>(threads_.size()) < n) {
+      const int d = static_cast<int>(threads_.size());
+      threads_.emplace_back([this, d, seen = generation_ - 1] { loop(d, seen); });
+    }
+    lock.unlock();
+    wake_.notify_all();
+  }
+
+  void wait() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [this] { return pending_ == 0; });
+    job_ = nullptr;
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  }
+
+ private:
+  void loop(int d, std::uint64_t seen) {
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+        if (stop_) return;
+        seen = generation_;
+        if (d >= active_) continue;
+      }
+      std::exception_ptr error;
+      try {
+        job_(d);  // job_ is not reassigned before every active worker has finished
+      } catch (...) {
+        error = std::current_exception();
+      }
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (error && !error_) error_ = error;
+      if (--pending_ == 0) done_.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  std::vector<std::thread> threads_;
+  std::function<void(int)> job_;
+  std::exception_ptr error_;
+  std::uint64_t generation_ = 0;
+  int active_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+};
+
 // The worker that runs a task: a move is a copy the receiving worker makes.
 DeviceId worker_of(const Task& t) { return t.kind == TaskKind::move ? t.dst_device : t.device; }
 
@@ -55,9 +133,9 @@ template <class T>
 class Run {
  public:
   Run(const Graph& g, const TaskGraph& tg, const TensorMap& inputs, CpuOptions options,
-      std::vector<cpu::Scratch<T>>& scratch)
+      std::vector<cpu::Scratch<T>>& scratch, WorkerPool& pool)
       : g_(g), tg_(tg), inputs_(inputs), options_(options), queues_(static_cast<std::size_t>(tg.num_devices)),
-        scratch_(scratch) {
+        scratch_(scratch), pool_(pool) {
     if (scratch_.size() < static_cast<std::size_t>(tg.num_devices)) scratch_.resize(static_cast<std::size_t>(tg.num_devices));
   }
 
@@ -126,11 +204,16 @@ class Run {
     tasks_left_.store(static_cast<std::int64_t>(n));
     spans_.resize(static_cast<std::size_t>(tg_.num_devices));
     // Start the workers first and the clock once all of them are pinned and waiting:
-    // thread creation is not part of the task graph's time (nor of the simulator's).
-    std::vector<std::thread> workers;
-    for (int d = 0; d < tg_.num_devices; ++d) workers.emplace_back([this, d] { worker(d); });
+    // waking them is not part of the task graph's time (nor of the simulator's).
+    pool_.start(tg_.num_devices, [this](int d) { worker(d); });
     while (workers_ready_.load(std::memory_order_acquire) < tg_.num_devices) std::this_thread::yield();
     whole_inputs_ = {};  // every worker has placed its input blocks
+    if (error_) {  // a worker could not: release the others and report it
+      stop_all();
+      go_.store(true, std::memory_order_release);
+      pool_.wait();
+      std::rethrow_exception(error_);
+    }
     t0_ = Clock::now();
     if (options_.policy == Policy::bsp) {
       std::lock_guard<std::mutex> lock(phase_mutex_);
@@ -140,7 +223,7 @@ class Run {
       if (tg_.tasks[i].deps.empty()) make_ready(static_cast<std::int32_t>(i));
     if (n == 0) stop_all();
     go_.store(true, std::memory_order_release);
-    for (auto& w : workers) w.join();
+    pool_.wait();
     if (error_) std::rethrow_exception(error_);
     for (const Task& t : tg_.tasks) {
       if (t.kind != TaskKind::output) continue;
@@ -227,14 +310,25 @@ class Run {
     ReadyQueue& q = queues_[static_cast<std::size_t>(device)];
     cpu::Scratch<T>& scratch = scratch_[static_cast<std::size_t>(device)];
     std::vector<const T*> operands;
-    if (preallocate_)  // this device's memory, allocated and first touched by its own worker
-      for (BufferId b : device_buffers_[static_cast<std::size_t>(device)]) (void)writable(b);
-    for (std::int32_t i : input_tasks_[static_cast<std::size_t>(device)]) {
-      const Task& t = tg_.tasks[static_cast<std::size_t>(i)];
-      std::vector<T>& out = writable(t.writes);
-      const Shape& shape = tg_.buffer(t.writes).shape;
-      cpu::copy_region<T>(whole_inputs_[t.node.index()].data(), g_.node(t.node).shape, t.src, out.data(), shape,
-                          Rect::whole(shape), Agg::none);
+    try {
+      if (preallocate_)  // this device's memory, allocated and first touched by its own worker
+        for (BufferId b : device_buffers_[static_cast<std::size_t>(device)]) (void)writable(b);
+      for (std::int32_t i : input_tasks_[static_cast<std::size_t>(device)]) {
+        const Task& t = tg_.tasks[static_cast<std::size_t>(i)];
+        std::vector<T>& out = writable(t.writes);
+        const Shape& shape = tg_.buffer(t.writes).shape;
+        cpu::copy_region<T>(whole_inputs_[t.node.index()].data(), g_.node(t.node).shape, t.src, out.data(), shape,
+                            Rect::whole(shape), Agg::none);
+      }
+    } catch (const std::exception& e) {  // out of memory, most likely: the run stops before the clock
+      {
+        std::lock_guard<std::mutex> lock(error_mutex_);
+        if (!error_)
+          error_ = std::make_exception_ptr(Error("cpu executor: device " + std::to_string(device) +
+                                                 " could not place its buffers: " + e.what()));
+      }
+      workers_ready_.fetch_add(1, std::memory_order_acq_rel);
+      return;
     }
     workers_ready_.fetch_add(1, std::memory_order_acq_rel);
     while (!go_.load(std::memory_order_acquire)) cpu_relax();
@@ -354,6 +448,7 @@ class Run {
   std::unique_ptr<std::atomic<std::int32_t>[]> readers_left_;
   std::vector<std::vector<T>> storage_;
   std::vector<cpu::Scratch<T>>& scratch_;  // per device, the executor's: kept warm across runs
+  WorkerPool& pool_;                       // the executor's threads: kept warm across runs
   bool preallocate_ = false;                       // see CpuOptions::preallocate_limit_bytes
   std::vector<std::vector<BufferId>> device_buffers_;  // per device, when preallocating
   std::vector<std::vector<T>> whole_inputs_;            // per graph node: the whole input tensor
@@ -380,6 +475,7 @@ class Run {
 struct CpuWorkspaces {
   std::vector<cpu::Scratch<float>> f32;
   std::vector<cpu::Scratch<double>> f64;
+  WorkerPool pool;
 };
 
 CpuExecutor::CpuExecutor(CpuOptions options) : options_(options), scratch_(std::make_unique<CpuWorkspaces>()) {}
@@ -392,8 +488,8 @@ RunResult CpuExecutor::run(const Graph& g, const TaskGraph& tg, const TensorMap&
   tg.validate();
   bool f64 = false;
   for (const Node& n : g.nodes()) f64 = f64 || n.dtype == DType::f64;
-  if (f64) return Run<double>(g, tg, inputs, options_, scratch_->f64).execute();
-  return Run<float>(g, tg, inputs, options_, scratch_->f32).execute();
+  if (f64) return Run<double>(g, tg, inputs, options_, scratch_->f64, scratch_->pool).execute();
+  return Run<float>(g, tg, inputs, options_, scratch_->f32, scratch_->pool).execute();
 }
 
 }  // namespace tessel::runtime

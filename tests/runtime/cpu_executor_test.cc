@@ -134,6 +134,31 @@ TEST(CpuExecutor, AFailingTaskSurfacesAsAnErrorNotAHang) {
   }
 }
 
+// One executor keeps its worker threads from run to run: graphs on more, then fewer
+// devices, a run whose task fails, and the runs after it must all behave as on a fresh
+// executor.
+TEST(CpuExecutor, OneExecutorServesManyRunsOfDifferentWidthsAndOutlivesAFailure) {
+  Graph g = build_workload("chain:size=24");
+  TensorMap inputs = random_inputs(g, 3);
+  TensorMap want = evaluate_reference(g, inputs);
+  TaskGraph broken = lower(g, split_largest(g, 2));
+  for (const Task& t : broken.tasks)
+    if (t.kind == TaskKind::compute) {
+      broken.buffers[t.writes.index()].shape = {1};
+      break;
+    }
+  for (Policy p : {Policy::async, Policy::bsp}) {
+    CpuExecutor exec({p, false});
+    for (int devices : {1, 4, 2, 3, 1, 4}) {
+      TaskGraph tg = lower(g, split_largest(g, devices));
+      RunResult r = exec.run(g, tg, inputs);
+      expect_matches_reference(g, r, want, "devices=" + std::to_string(devices));
+      expect_timeline_consistent(tg, r.timeline, "devices=" + std::to_string(devices));
+      EXPECT_THROW((void)exec.run(g, broken, inputs), Error);
+    }
+  }
+}
+
 TEST(CpuKernels, ContractionsTakeTheGemmPathAndOthersTheGenericOne) {
   auto e = [](const char* s, std::vector<Shape> shapes) { return Einsum::from_subscripts(s, shapes); };
   EXPECT_EQ(cpu::kernel_path(e("ij,jk->ik", {{2, 3}, {3, 4}})), cpu::KernelPath::gemm);
