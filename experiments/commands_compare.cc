@@ -418,6 +418,8 @@ void add_compare(CLI::App& app) {
                 {"measured_s", measured_s},
                 {"error_pct", median_of(err)},
                 {"round_errors_pct", err},
+                {"round_simulated_s", sim_s},
+                {"round_measured_s", meas_s},
                 {"correct", row.ok},
                 {"max_normwise_error", row.worst}};
       if (profiled) {

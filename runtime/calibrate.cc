@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <thread>
 
 #include <Eigen/Core>
@@ -121,24 +122,45 @@ struct CpuCalibrator::State {
     // Barrier latency: a chain of elementwise nodes, one block per worker (no moves),
     // under bsp and under async; the difference per barrier.
     map_chain(kBarrierChain, static_cast<std::int64_t>(n) * 64, n, barrier_graph, barrier_tg, barrier_inputs);
-    {
-      std::vector<std::int32_t> phases;
-      for (const Task& t : barrier_tg.tasks) phases.push_back(bsp_phase(t));
-      std::sort(phases.begin(), phases.end());
-      barriers = static_cast<int>(std::unique(phases.begin(), phases.end()) - phases.begin()) - 1;
-    }
+    // Read off the timelines rather than from the difference of two makespans, which a
+    // single preemption of a few hundred microseconds decides: under bsp, the gap from
+    // a phase's last end to the next phase's first start, less the gap between one task
+    // and the next on a worker under async (the dispatch the simulator already counts in
+    // each task's overhead); the median over every barrier of five runs.
     probes.emplace_back([this] {
       CpuExecutor async_exec({Policy::async, true}), bsp_exec({Policy::bsp, true});
       (void)async_exec.run(barrier_graph, barrier_tg, barrier_inputs);  // warm-up
       (void)bsp_exec.run(barrier_graph, barrier_tg, barrier_inputs);
-      std::vector<double> diff;
+      std::vector<double> boundary, dispatch;
       for (int r = 0; r < 5; ++r) {
-        const double a = async_exec.run(barrier_graph, barrier_tg, barrier_inputs).timeline.makespan_s();
-        const double b = bsp_exec.run(barrier_graph, barrier_tg, barrier_inputs).timeline.makespan_s();
-        diff.push_back(b - a);
+        const Timeline a = async_exec.run(barrier_graph, barrier_tg, barrier_inputs).timeline;
+        const Timeline b = bsp_exec.run(barrier_graph, barrier_tg, barrier_inputs).timeline;
+        std::map<int, std::vector<const Span*>> by_worker;
+        for (const Span& sp : a.spans)
+          if (barrier_tg.task(sp.task).kind == TaskKind::compute) by_worker[sp.device.value].push_back(&sp);
+        for (auto& [w, spans] : by_worker) {
+          std::sort(spans.begin(), spans.end(), [](const Span* x, const Span* y) { return x->start_s < y->start_s; });
+          for (std::size_t i = 1; i < spans.size(); ++i) dispatch.push_back(spans[i]->start_s - spans[i - 1]->end_s);
+        }
+        std::map<std::int32_t, std::pair<double, double>> phase;  // first start, last end
+        for (const Span& sp : b.spans) {
+          const Task& t = barrier_tg.task(sp.task);
+          if (t.kind != TaskKind::compute) continue;
+          auto [it, fresh] = phase.try_emplace(bsp_phase(t), sp.start_s, sp.end_s);
+          if (!fresh) {
+            it->second.first = std::min(it->second.first, sp.start_s);
+            it->second.second = std::max(it->second.second, sp.end_s);
+          }
+        }
+        for (auto it = phase.begin(); std::next(it) != phase.end(); ++it)
+          boundary.push_back(std::next(it)->second.first - it->second.second);
       }
-      std::sort(diff.begin(), diff.end());
-      return std::max(0.0, diff[diff.size() / 2] / std::max(1, barriers));
+      if (boundary.empty() || dispatch.empty()) return 0.0;
+      auto median = [](std::vector<double>& v) {
+        std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+        return v[v.size() / 2];
+      };
+      return std::max(0.0, median(boundary) - median(dispatch));
     });
     samples.resize(probes.size());
   }
@@ -257,7 +279,6 @@ struct CpuCalibrator::State {
   Graph barrier_graph;
   TaskGraph barrier_tg;
   TensorMap barrier_inputs;
-  int barriers = 1;
   std::vector<std::function<double()>> probes;
   std::vector<std::vector<double>> samples;  // per probe, one per round
   int rounds = 0;

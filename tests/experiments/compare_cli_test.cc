@@ -60,6 +60,47 @@ TEST(CompareCli, JsonHasRowsPerStrategyAndPolicyWithErrorsAndRanking) {
   std::filesystem::remove(machine);
 }
 
+// The ranking check, recomputed from the rows' per-round times: a pair of strategies
+// under one policy is measured apart when one ran faster in every round, and agrees
+// when the simulated medians order it the same way.
+TEST(CompareCli, RankingCheckJudgesOnlyPairsTheRoundsOrderAlike) {
+  auto machine = temp_path("tessel_compare_rank_machine.json");
+  ASSERT_EQ(run_tessel("calibrate -d 2 --seconds 0.005 -o " + machine.string()).status, 0);
+  auto r = run_tessel("compare -w chain:size=96 -d 2 -s split-largest,data-parallel,megatron --repeat 3 "
+                      "--compute-model analytic -m " + machine.string() + " --json");
+  ASSERT_EQ(r.status, 0) << r.output();
+  auto j = nlohmann::json::parse(r.out);
+  const auto& rk = j["ranking"];
+  ASSERT_EQ(rk["pairs"].get<int>(), 6);  // 3 pairs of strategies x 2 policies
+  auto row_of = [&](const std::string& strategy, const std::string& policy) {
+    for (const auto& row : j["rows"])
+      if (row["strategy"] == strategy && row["policy"] == policy) return row;
+    ADD_FAILURE() << strategy << " " << policy;
+    return nlohmann::json();
+  };
+  int apart = 0, agree = 0;
+  for (const auto& p : rk["by_pair"]) {
+    auto a = row_of(p["a"], p["policy"]), b = row_of(p["b"], p["policy"]);
+    ASSERT_EQ(a["round_measured_s"].size(), 3u);
+    int faster = 0, slower = 0;
+    for (std::size_t i = 0; i < 3; ++i) {
+      faster += a["round_measured_s"][i].get<double>() < b["round_measured_s"][i].get<double>();
+      slower += a["round_measured_s"][i].get<double>() > b["round_measured_s"][i].get<double>();
+    }
+    const bool is_apart = faster == 3 || slower == 3;
+    const double sa = a["simulated_s"], sb = b["simulated_s"];
+    const bool agrees = (faster == 3 && sa < sb) || (slower == 3 && sa > sb);
+    EXPECT_EQ(p["measured_apart"].get<bool>(), is_apart);
+    EXPECT_EQ(p["agrees"].get<bool>(), agrees);
+    apart += is_apart;
+    agree += agrees;
+  }
+  EXPECT_EQ(rk["measured_apart"].get<int>(), apart);
+  EXPECT_EQ(rk["measured_apart_agree"].get<int>(), agree);
+  EXPECT_EQ(rk["preserved"].get<bool>(), apart == agree);
+  std::filesystem::remove(machine);
+}
+
 TEST(CompareCli, WithoutAMachineItCalibratesDuringTheTimedRoundsAndReportsTheCalibration) {
   auto r = run_tessel(
       "compare -w chain:size=32 -d 2 -s split-largest --policy async --repeat 2 --warmup 1 "
