@@ -12,6 +12,11 @@ double memory_traffic_bytes(const Task& t) {
   return b;
 }
 
+double footprint_bytes(const Task& t) {
+  const auto b = static_cast<double>(t.bytes);
+  return t.kind == TaskKind::touch ? 2 * b : b;
+}
+
 double compute_seconds(const Task& t, const TaskGraph& tg, const DeviceType& dt) {
   if (t.kind == TaskKind::input || t.kind == TaskKind::output || t.kind == TaskKind::move) return 0;
   double flop_s = 0;
@@ -32,7 +37,7 @@ double compute_seconds(const Task& t, const TaskGraph& tg, const DeviceType& dt)
     }
   }
   const double traffic = memory_traffic_bytes(t);
-  const bool cached = dt.cache_bytes_per_s > 0 && traffic <= static_cast<double>(dt.cache_capacity_bytes);
+  const bool cached = dt.cache_bytes_per_s > 0 && footprint_bytes(t) <= static_cast<double>(dt.cache_capacity_bytes);
   double mem_s = traffic / (cached ? dt.cache_bytes_per_s : dt.memory_bytes_per_s);
   return std::max(flop_s, mem_s) + dt.launch_latency_s;
 }

@@ -11,8 +11,11 @@
 //                               where they are)
 //   move                        not here: the network model times it
 //
-// Memory traffic that fits in the device type's cache (cache_capacity_bytes) runs at
-// cache_bytes_per_s instead of the memory bandwidth.
+// A task whose footprint (the distinct bytes it reads and writes: a compute task's
+// `bytes`, a touch's source and destination regions, 2 × bytes) fits in the device
+// type's cache (cache_capacity_bytes) moves its traffic at cache_bytes_per_s instead of
+// the memory bandwidth. (An accumulating touch reads and writes the same destination:
+// 3 × bytes of traffic over 2 × bytes of lines.)
 // Memory bytes: a compute task's `bytes` (operands read + result written); a touch
 // reads and writes its region (2 × bytes), an accumulating touch also reads the
 // destination (3 × bytes). The dtype is that of the buffer the task writes.
@@ -28,5 +31,8 @@ namespace tessel::sim {
 
 // Bytes of device memory traffic the model charges a compute or touch task.
 [[nodiscard]] double memory_traffic_bytes(const Task& t);
+
+// Distinct bytes a compute or touch task reads and writes (what must fit in a cache).
+[[nodiscard]] double footprint_bytes(const Task& t);
 
 }  // namespace tessel::sim

@@ -1,5 +1,5 @@
-// Device types that model a CPU worker: one lane for everything, and a separate rate
-// for non-contraction compute.
+// Device types that model a CPU worker: one lane for everything, a separate rate for
+// non-contraction compute, and a cache whose bandwidth serves tasks that fit in it.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -71,6 +71,30 @@ TEST(Machine, SingleLaneAndGenericRateRoundTripThroughJson) {
   Machine m = two_workers(true);
   m.device_types[0].generic_flops_per_s = 1.5e9;
   EXPECT_EQ(machine_from_json(to_json(m)), m);
+}
+
+// The cache rule: a task whose distinct bytes fit in the cache moves its traffic at the
+// cache's bandwidth. An accumulating touch of R bytes reads R, reads and writes the same
+// R of destination: 3R of traffic over 2R of lines, so 2R decides where it runs.
+TEST(ComputeModel, TheFootprintNotTheTrafficDecidesWhetherATaskRunsInCache) {
+  DeviceType dt;
+  dt.memory_bytes_per_s = 1e10;
+  dt.cache_bytes_per_s = 1e11;
+  dt.cache_capacity_bytes = 1 << 20;
+  TaskGraph tg;
+  Task touch;
+  touch.kind = TaskKind::touch;
+  touch.op = TouchOp::accumulate;
+  touch.bytes = 1 << 19;  // footprint exactly the cache, traffic 1.5x it
+  EXPECT_DOUBLE_EQ(footprint_bytes(touch), 1 << 20);
+  EXPECT_DOUBLE_EQ(memory_traffic_bytes(touch), 3.0 * (1 << 19));
+  EXPECT_DOUBLE_EQ(compute_seconds(touch, tg, dt), 3.0 * (1 << 19) / 1e11);
+  touch.bytes = (1 << 19) + 4;  // one element more: past the cache
+  EXPECT_DOUBLE_EQ(compute_seconds(touch, tg, dt), 3.0 * ((1 << 19) + 4) / 1e10);
+  Task copy = touch;
+  copy.op = TouchOp::copy;
+  copy.bytes = 1 << 18;
+  EXPECT_DOUBLE_EQ(compute_seconds(copy, tg, dt), 2.0 * (1 << 18) / 1e11);
 }
 
 }  // namespace
