@@ -146,6 +146,13 @@ void Machine::validate(std::string_view what_sv) const {
     if (t.cache_capacity_bytes < 0) fail(w, ".cache_capacity_bytes: must be >= 0, got ", t.cache_capacity_bytes);
     if (!finite_non_negative(t.cache_bytes_per_s))
       fail(w, ".cache_bytes_per_s: must be a finite number >= 0, got ", t.cache_bytes_per_s);
+    if (t.outer_cache_capacity_bytes < 0)
+      fail(w, ".outer_cache_capacity_bytes: must be >= 0, got ", t.outer_cache_capacity_bytes);
+    if (!finite_non_negative(t.outer_cache_bytes_per_s))
+      fail(w, ".outer_cache_bytes_per_s: must be a finite number >= 0, got ", t.outer_cache_bytes_per_s);
+    if (t.outer_cache_capacity_bytes > 0 && t.outer_cache_capacity_bytes <= t.cache_capacity_bytes)
+      fail(w, ".outer_cache_capacity_bytes: must exceed cache_capacity_bytes (", t.cache_capacity_bytes, "), got ",
+           t.outer_cache_capacity_bytes);
     if (!finite_non_negative(t.transcendental_flops_per_s))
       fail(w, ".transcendental_flops_per_s: must be a finite number >= 0, got ", t.transcendental_flops_per_s);
     if (!finite_non_negative(t.generic_flops_per_s))
@@ -602,6 +609,8 @@ json to_json(const Machine& m) {
                      {"transcendental_flops_per_s", t.transcendental_flops_per_s},
                      {"cache_capacity_bytes", t.cache_capacity_bytes},
                      {"cache_bytes_per_s", t.cache_bytes_per_s},
+                     {"outer_cache_capacity_bytes", t.outer_cache_capacity_bytes},
+                     {"outer_cache_bytes_per_s", t.outer_cache_bytes_per_s},
                      {"single_lane", t.single_lane}});
   }
   json hosts = json::array();
@@ -668,6 +677,9 @@ Machine machine_from_json(const json& j, std::string_view what_sv) {
     t.transcendental_flops_per_s = number_field_or(tj, "transcendental_flops_per_s", w, 0.0);
     t.cache_bytes_per_s = number_field_or(tj, "cache_bytes_per_s", w, 0.0);
     t.cache_capacity_bytes = static_cast<std::int64_t>(number_field_or(tj, "cache_capacity_bytes", w, 0.0));
+    t.outer_cache_bytes_per_s = number_field_or(tj, "outer_cache_bytes_per_s", w, 0.0);
+    t.outer_cache_capacity_bytes =
+        static_cast<std::int64_t>(number_field_or(tj, "outer_cache_capacity_bytes", w, 0.0));
     if (tj.contains("single_lane")) {
       if (!tj.at("single_lane").is_boolean()) fail(w, ".single_lane: expected true or false, got ", tj.at("single_lane").dump());
       t.single_lane = tj.at("single_lane").get<bool>();

@@ -101,6 +101,10 @@ struct DeviceType {
   // memory_bytes_per_s (0 = no cache modelled). CPUs: the per-core L2.
   std::int64_t cache_capacity_bytes = 0;
   double cache_bytes_per_s = 0;
+  // A second, larger level (a last-level cache, this device's share of it) for tasks
+  // past the first: 0 = none. Its capacity must exceed the first level's.
+  std::int64_t outer_cache_capacity_bytes = 0;
+  double outer_cache_bytes_per_s = 0;
 
   [[nodiscard]] double peak(DType t) const { return peak_flops_per_s[static_cast<int>(t)]; }
   [[nodiscard]] double efficiency_at(double flops) const;

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <functional>
 #include <map>
+#include <string>
 #include <thread>
 
 #include <Eigen/Core>
@@ -20,6 +22,45 @@
 
 namespace tessel::runtime {
 
+namespace {
+
+// Bytes of the largest cache level of CPU 0 from sysfs (what lscpu prints), else from
+// sysconf; 0 when neither knows. (Some VMs report a bogus size through sysconf.)
+std::int64_t last_level_cache_bytes() {
+  std::int64_t best = 0;
+  int best_level = 0;
+  for (int i = 0; i < 16; ++i) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+    std::ifstream level_in(dir + "level"), size_in(dir + "size"), type_in(dir + "type");
+    if (!level_in || !size_in) break;
+    int level = 0;
+    std::string size, type;
+    level_in >> level;
+    size_in >> size;
+    type_in >> type;
+    if (type == "Instruction" || size.empty()) continue;
+    std::int64_t bytes = 0;
+    try {
+      bytes = std::stoll(size);
+    } catch (...) {
+      continue;
+    }
+    const char unit = size.back();
+    if (unit == 'K') bytes <<= 10;
+    if (unit == 'M') bytes <<= 20;
+    if (unit == 'G') bytes <<= 30;
+    if (level > best_level) {
+      best_level = level;
+      best = bytes;
+    }
+  }
+  if (best_level >= 3) return best;
+  const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  return l3 > 0 ? l3 : 0;
+}
+
+}  // namespace
+
 // Each probe measures seconds per call of one micro-benchmark. The probes run in
 // rounds, every probe once per round, and each keeps its median over the rounds: a
 // machine whose speed drifts while it is calibrated (a shared VM's does, by 15% and
@@ -33,6 +74,16 @@ struct CpuCalibrator::State {
     c.cache_capacity_bytes = l2 > 0 ? l2 : (1 << 20);
     cache_rows = std::max<std::int64_t>(2, c.cache_capacity_bytes / 4 / 2 / cache_cols / 2 * 2);
     cache_half = Rect{2, {0, 0}, {cache_rows / 2, cache_cols}};
+    // The last-level cache, shared by the workers: each gets its share. The outer probe
+    // copies within half of that share; the memory probe within twice the whole cache,
+    // so that it measures the memory and not the cache.
+    const std::int64_t llc = last_level_cache_bytes();
+    if (llc > 2 * c.cache_capacity_bytes * n) c.outer_cache_capacity_bytes = llc / n;
+    const std::int64_t outer_bytes = std::max<std::int64_t>(c.outer_cache_capacity_bytes, 4 * c.cache_capacity_bytes) / 2;
+    outer_rows = std::max<std::int64_t>(2, outer_bytes / 4 / cache_cols / 2 * 2);
+    outer_half = Rect{2, {0, 0}, {outer_rows / 2, cache_cols}};
+    mem_rows = std::clamp<std::int64_t>(2 * llc / 4 / mem_cols / 2 * 2, 2048, 16384);  // 16 to 128 MiB
+    mem_half = Rect{2, {0, 0}, {mem_rows, mem_cols / 2}};
 
     // GEMMs through the executor's own kernel (float, Eigen, one thread per worker).
     for (int size : gemm_sizes)
@@ -67,18 +118,10 @@ struct CpuCalibrator::State {
           });
     });
 
-    // The same within the per-core cache: traffic of half its capacity.
-    probes.emplace_back([this] {
-      Shape shape{cache_rows, cache_cols};
-      Rect dst{2, {cache_rows / 2, 0}, {cache_rows / 2, cache_cols}};
-      std::vector<std::vector<float>> buf(n);
-      return per_call_seconds(
-          n, o.seconds_per_point,
-          [&](int w) { buf[w].assign(static_cast<std::size_t>(cache_rows * cache_cols), 1.f); },
-          [&](int w) {
-            cpu::copy_region<float>(buf[w].data(), shape, cache_half, buf[w].data(), shape, dst, Agg::none);
-          });
-    });
+    // The same within the per-core cache (traffic of half its capacity), then within
+    // half of this worker's share of the last-level cache.
+    probes.emplace_back(in_cache_probe(cache_rows, cache_half));
+    probes.emplace_back(in_cache_probe(outer_rows, outer_half));
 
     // Copies between device memories: one alone, then all workers at once. The copy of
     // worker w writes the memory of worker (w + 1) % n; one worker alone copies into its
@@ -165,6 +208,17 @@ struct CpuCalibrator::State {
     samples.resize(probes.size());
   }
 
+  std::function<double()> in_cache_probe(std::int64_t rows_, Rect half) {
+    return [this, rows_, half] {
+      Shape shape{rows_, cache_cols};
+      Rect dst{2, {rows_ / 2, 0}, {rows_ / 2, cache_cols}};
+      std::vector<std::vector<float>> buf(n);
+      return per_call_seconds(
+          n, o.seconds_per_point, [&](int w) { buf[w].assign(static_cast<std::size_t>(rows_ * cache_cols), 1.f); },
+          [&](int w) { cpu::copy_region<float>(buf[w].data(), shape, half, buf[w].data(), shape, dst, Agg::none); });
+    };
+  }
+
   // `length` elementwise nodes in a row over a vector of `elements`, each node cut into
   // `blocks` blocks placed round-robin over the workers, lowered, with random inputs.
   void map_chain(int length, std::int64_t elements, int blocks, Graph& g, TaskGraph& tg, TensorMap& inputs) const {
@@ -246,6 +300,8 @@ struct CpuCalibrator::State {
     r.transcendental_flops_per_s = tr / std::max(tr_s - arith_part, tr_s * 0.1);
     r.memory_bytes_per_s = 2.0 * static_cast<double>(mem_half.elements()) * 4 / seconds[k++];
     r.cache_bytes_per_s = 2.0 * static_cast<double>(cache_half.elements()) * 4 / seconds[k++];
+    const double outer = 2.0 * static_cast<double>(outer_half.elements()) * 4 / seconds[k++];
+    if (r.outer_cache_capacity_bytes > 0) r.outer_cache_bytes_per_s = outer;
     r.copy_bytes_per_s_alone = static_cast<double>(kCopyCount) * 4 / seconds[k++];
     r.copy_bytes_per_s_shared = static_cast<double>(kCopyCount) * 4 / seconds[k++];
     r.task_overhead_s = seconds[k++];
@@ -254,7 +310,11 @@ struct CpuCalibrator::State {
   }
 
   static constexpr std::int64_t rows = 256, cols = 1024;                // generic kernels
-  static constexpr std::int64_t mem_rows = 2048, mem_cols = 2048;       // 16 MiB: past the caches, as most blocks are
+  static constexpr std::int64_t mem_cols = 2048;
+  std::int64_t mem_rows = 2048;  // past the last-level cache, at least 16 MiB
+  Rect mem_half;
+  std::int64_t outer_rows = 2;
+  Rect outer_half;
   static constexpr std::int64_t cache_cols = 256;
   static constexpr std::size_t kCopyCount = std::size_t{8} << 20;       // 32 MiB of floats: past the caches
   const CalibrationOptions o;
@@ -269,7 +329,6 @@ struct CpuCalibrator::State {
   const std::vector<Einsum> transcendental = {
       Einsum::from_subscripts("ij->ij", {{rows, cols}}, ScalarOp::parse("exp(x0)")),
       Einsum::from_subscripts("ij,ij->ij", {{rows, cols}, {rows, cols}}, ScalarOp::parse("mul(silu(x0),x1)"))};
-  const Rect mem_half{2, {0, 0}, {mem_rows, mem_cols / 2}};
   std::int64_t cache_rows = 2;
   Rect cache_half;
   Graph overhead_graph;
@@ -318,6 +377,8 @@ Machine machine_from_calibration(const Calibration& c) {
   t.memory_bytes_per_s = c.memory_bytes_per_s;
   t.cache_capacity_bytes = c.cache_capacity_bytes;
   t.cache_bytes_per_s = c.cache_bytes_per_s;
+  t.outer_cache_capacity_bytes = c.outer_cache_capacity_bytes;
+  t.outer_cache_bytes_per_s = c.outer_cache_bytes_per_s;
   const double ram = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
   t.memory_capacity_bytes = static_cast<std::int64_t>(ram / c.devices);
   t.launch_latency_s = c.task_overhead_s;
@@ -355,6 +416,8 @@ nlohmann::json to_json(const Calibration& c) {
           {"memory_bytes_per_s", c.memory_bytes_per_s},
           {"cache_capacity_bytes", c.cache_capacity_bytes},
           {"cache_bytes_per_s", c.cache_bytes_per_s},
+          {"outer_cache_capacity_bytes", c.outer_cache_capacity_bytes},
+          {"outer_cache_bytes_per_s", c.outer_cache_bytes_per_s},
           {"copy_bytes_per_s_alone", c.copy_bytes_per_s_alone},
           {"copy_bytes_per_s_shared", c.copy_bytes_per_s_shared},
           {"task_overhead_s", c.task_overhead_s},

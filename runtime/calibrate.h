@@ -9,7 +9,9 @@
 //               table by task flops (the compute model's efficiency curve)
 //   generic     elementwise/reduction blocks through the executor's generic kernels →
 //               flop/s of non-contraction tasks
-//   memory      strided copies inside one worker's memory (touches) → bytes/s
+//   memory      strided copies inside one worker's memory (touches) → bytes/s past the
+//               caches, within the per-core cache, and within this worker's share of
+//               the last-level cache
 //   copies      copies between device memories, one alone and all workers at once →
 //               the bandwidth of a memory bus that concurrent copies share
 //   overhead    empty tasks through the executor → seconds per task
@@ -45,6 +47,8 @@ struct Calibration {
   double memory_bytes_per_s = 0;        // per worker, bytes read + written, past the caches
   std::int64_t cache_capacity_bytes = 0;  // per-core L2 (sysconf), traffic that stays in cache
   double cache_bytes_per_s = 0;         // per worker, bytes read + written within the cache
+  std::int64_t outer_cache_capacity_bytes = 0;  // this worker's share of the last-level cache; 0 = none found
+  double outer_cache_bytes_per_s = 0;   // per worker, bytes read + written within that share
   double copy_bytes_per_s_alone = 0;    // one copy between device memories, nothing else running
   double copy_bytes_per_s_shared = 0;   // per copy, when every worker copies at once
   double task_overhead_s = 0;           // executor bookkeeping per task

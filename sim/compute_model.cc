@@ -37,8 +37,13 @@ double compute_seconds(const Task& t, const TaskGraph& tg, const DeviceType& dt)
     }
   }
   const double traffic = memory_traffic_bytes(t);
-  const bool cached = dt.cache_bytes_per_s > 0 && footprint_bytes(t) <= static_cast<double>(dt.cache_capacity_bytes);
-  double mem_s = traffic / (cached ? dt.cache_bytes_per_s : dt.memory_bytes_per_s);
+  const double footprint = footprint_bytes(t);
+  double bandwidth = dt.memory_bytes_per_s;
+  if (dt.cache_bytes_per_s > 0 && footprint <= static_cast<double>(dt.cache_capacity_bytes))
+    bandwidth = dt.cache_bytes_per_s;
+  else if (dt.outer_cache_bytes_per_s > 0 && footprint <= static_cast<double>(dt.outer_cache_capacity_bytes))
+    bandwidth = dt.outer_cache_bytes_per_s;
+  double mem_s = traffic / bandwidth;
   return std::max(flop_s, mem_s) + dt.launch_latency_s;
 }
 

@@ -14,8 +14,9 @@
 // A task whose footprint (the distinct bytes it reads and writes: a compute task's
 // `bytes`, a touch's source and destination regions, 2 × bytes) fits in the device
 // type's cache (cache_capacity_bytes) moves its traffic at cache_bytes_per_s instead of
-// the memory bandwidth. (An accumulating touch reads and writes the same destination:
-// 3 × bytes of traffic over 2 × bytes of lines.)
+// the memory bandwidth; one that fits in the outer level (outer_cache_capacity_bytes)
+// at outer_cache_bytes_per_s. (An accumulating touch reads and writes the same
+// destination: 3 × bytes of traffic over 2 × bytes of lines.)
 // Memory bytes: a compute task's `bytes` (operands read + result written); a touch
 // reads and writes its region (2 × bytes), an accumulating touch also reads the
 // destination (3 × bytes). The dtype is that of the buffer the task writes.

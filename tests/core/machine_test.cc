@@ -175,6 +175,12 @@ TEST(Machine, BadJsonNamesTheField) {
   j = ring_json();
   j["barrier_latency_s"] = -1e-6;
   expect_error(j, "m.json.barrier_latency_s: must be a finite number >= 0");
+  j = ring_json();
+  j["device_types"][0]["cache_capacity_bytes"] = 1 << 20;
+  j["device_types"][0]["cache_bytes_per_s"] = 1e11;
+  j["device_types"][0]["outer_cache_capacity_bytes"] = 1 << 20;
+  j["device_types"][0]["outer_cache_bytes_per_s"] = 5e10;
+  expect_error(j, "m.json.device_types[0].outer_cache_capacity_bytes: must exceed cache_capacity_bytes");
 }
 
 TEST(Machine, UnknownPresetListsThePresets) {

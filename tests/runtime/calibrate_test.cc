@@ -31,7 +31,14 @@ TEST(CpuCalibrator, EveryPointIsMeasuredEachRoundAndTheResultMakesAValidMachine)
                    c.copy_bytes_per_s_alone, c.copy_bytes_per_s_shared, c.task_overhead_s})
     EXPECT_GT(v, 0);
   EXPECT_GE(c.barrier_latency_s, 0);
+  if (c.outer_cache_capacity_bytes > 0) {  // a last-level cache was found
+    EXPECT_GT(c.outer_cache_capacity_bytes, c.cache_capacity_bytes);
+    EXPECT_GT(c.outer_cache_bytes_per_s, 0);
+  } else {
+    EXPECT_EQ(c.outer_cache_bytes_per_s, 0);
+  }
   Machine m = machine_from_calibration(c);
+  EXPECT_EQ(m.device_types[0].outer_cache_capacity_bytes, c.outer_cache_capacity_bytes);
   EXPECT_EQ(m.num_devices(), 2);
   EXPECT_EQ(m.barrier_latency_s, c.barrier_latency_s);
   // Each round alone gives figures too (compare pairs them with its runs), and only

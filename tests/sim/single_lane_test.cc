@@ -95,6 +95,15 @@ TEST(ComputeModel, TheFootprintNotTheTrafficDecidesWhetherATaskRunsInCache) {
   copy.op = TouchOp::copy;
   copy.bytes = 1 << 18;
   EXPECT_DOUBLE_EQ(compute_seconds(copy, tg, dt), 2.0 * (1 << 18) / 1e11);
+  // A second level between the first and the memory: past the first, within it.
+  dt.outer_cache_capacity_bytes = 8 << 20;
+  dt.outer_cache_bytes_per_s = 4e10;
+  copy.bytes = 4 << 20;  // 8 MiB of lines: the outer level exactly
+  EXPECT_DOUBLE_EQ(compute_seconds(copy, tg, dt), 2.0 * (4 << 20) / 4e10);
+  copy.bytes = (4 << 20) + 4;
+  EXPECT_DOUBLE_EQ(compute_seconds(copy, tg, dt), 2.0 * ((4 << 20) + 4) / 1e10);
+  touch.bytes = 1 << 19;  // still the first level
+  EXPECT_DOUBLE_EQ(compute_seconds(touch, tg, dt), 3.0 * (1 << 19) / 1e11);
 }
 
 }  // namespace
