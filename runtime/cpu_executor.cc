@@ -133,9 +133,9 @@ template <class T>
 class Run {
  public:
   Run(const Graph& g, const TaskGraph& tg, const TensorMap& inputs, CpuOptions options,
-      std::vector<cpu::Scratch<T>>& scratch, WorkerPool& pool)
+      std::vector<cpu::Scratch<T>>& scratch, std::vector<std::vector<T>>& storage, WorkerPool& pool)
       : g_(g), tg_(tg), inputs_(inputs), options_(options), queues_(static_cast<std::size_t>(tg.num_devices)),
-        scratch_(scratch), pool_(pool) {
+        storage_(storage), scratch_(scratch), pool_(pool) {
     if (scratch_.size() < static_cast<std::size_t>(tg.num_devices)) scratch_.resize(static_cast<std::size_t>(tg.num_devices));
   }
 
@@ -160,7 +160,11 @@ class Run {
       deps_left_[i].store(static_cast<std::int32_t>(tg_.tasks[i].deps.size()), std::memory_order_relaxed);
       for (BufferId b : tg_.tasks[i].reads) readers_left_[b.index()].fetch_add(1, std::memory_order_relaxed);
     }
+    // The executor's buffers from the last run keep their memory (no page faults, no
+    // zeroing by the kernel): emptied here, each is refilled with its initial value
+    // when first written, in place.
     storage_.resize(tg_.buffers.size());
+    for (std::vector<T>& s : storage_) s.clear();
     {
       std::int64_t total = 0;
       for (const Buffer& b : tg_.buffers) total += b.bytes();
@@ -446,7 +450,7 @@ class Run {
   std::vector<double> rank_;  // priority: longest estimated path to the end
   std::unique_ptr<std::atomic<std::int32_t>[]> deps_left_;
   std::unique_ptr<std::atomic<std::int32_t>[]> readers_left_;
-  std::vector<std::vector<T>> storage_;
+  std::vector<std::vector<T>>& storage_;  // per buffer, the executor's: memory kept across runs
   std::vector<cpu::Scratch<T>>& scratch_;  // per device, the executor's: kept warm across runs
   WorkerPool& pool_;                       // the executor's threads: kept warm across runs
   bool preallocate_ = false;                       // see CpuOptions::preallocate_limit_bytes
@@ -475,6 +479,8 @@ class Run {
 struct CpuWorkspaces {
   std::vector<cpu::Scratch<float>> f32;
   std::vector<cpu::Scratch<double>> f64;
+  std::vector<std::vector<float>> storage_f32;
+  std::vector<std::vector<double>> storage_f64;
   WorkerPool pool;
 };
 
@@ -488,8 +494,8 @@ RunResult CpuExecutor::run(const Graph& g, const TaskGraph& tg, const TensorMap&
   tg.validate();
   bool f64 = false;
   for (const Node& n : g.nodes()) f64 = f64 || n.dtype == DType::f64;
-  if (f64) return Run<double>(g, tg, inputs, options_, scratch_->f64, scratch_->pool).execute();
-  return Run<float>(g, tg, inputs, options_, scratch_->f32, scratch_->pool).execute();
+  if (f64) return Run<double>(g, tg, inputs, options_, scratch_->f64, scratch_->storage_f64, scratch_->pool).execute();
+  return Run<float>(g, tg, inputs, options_, scratch_->f32, scratch_->storage_f32, scratch_->pool).execute();
 }
 
 }  // namespace tessel::runtime
