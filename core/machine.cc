@@ -676,10 +676,15 @@ Machine machine_from_json(const json& j, std::string_view what_sv) {
     t.generic_flops_per_s = number_field_or(tj, "generic_flops_per_s", w, 0.0);
     t.transcendental_flops_per_s = number_field_or(tj, "transcendental_flops_per_s", w, 0.0);
     t.cache_bytes_per_s = number_field_or(tj, "cache_bytes_per_s", w, 0.0);
-    t.cache_capacity_bytes = static_cast<std::int64_t>(number_field_or(tj, "cache_capacity_bytes", w, 0.0));
+    // Byte counts: finite, and within an int64 before the conversion.
+    auto bytes_field = [&](const char* key) {
+      const double v = number_field_or(tj, key, w, 0.0);
+      if (!(v >= 0 && v < 9.2e18)) fail(w, ".", key, ": must be a number of bytes >= 0, got ", tj.at(key).dump());
+      return static_cast<std::int64_t>(v);
+    };
+    t.cache_capacity_bytes = bytes_field("cache_capacity_bytes");
     t.outer_cache_bytes_per_s = number_field_or(tj, "outer_cache_bytes_per_s", w, 0.0);
-    t.outer_cache_capacity_bytes =
-        static_cast<std::int64_t>(number_field_or(tj, "outer_cache_capacity_bytes", w, 0.0));
+    t.outer_cache_capacity_bytes = bytes_field("outer_cache_capacity_bytes");
     if (tj.contains("single_lane")) {
       if (!tj.at("single_lane").is_boolean()) fail(w, ".single_lane: expected true or false, got ", tj.at("single_lane").dump());
       t.single_lane = tj.at("single_lane").get<bool>();

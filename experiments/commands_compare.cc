@@ -459,12 +459,14 @@ void add_compare(CLI::App& app) {
                            {"measured_diff_pct", p.measured_diff_pct},
                            {"simulated_diff_pct", p.simulated_diff_pct},
                            {"measured_apart", p.measured_apart},
-                           {"agrees", p.agrees}});
+                           {"agrees", p.measured_apart ? json(p.agrees) : json(nullptr)}});  // null: not judged
     }
+    // preserved: null when no pair could be judged (fewer than 3 rounds, or every
+    // pair's order changed between rounds).
     json ranking_check = {{"pairs", pairs.size()},
                           {"measured_apart", apart},
                           {"measured_apart_agree", apart_agree},
-                          {"preserved", apart == apart_agree},
+                          {"preserved", apart > 0 ? json(apart == apart_agree) : json(nullptr)},
                           {"by_pair", pair_json}};
     json kinds = json::object();
     for (const auto& [k, e] : by_kind)
@@ -520,7 +522,10 @@ void add_compare(CLI::App& app) {
       for (const auto& [p, t] : ranking.items()) std::printf("   %s %.2f", p.c_str(), t.get<double>());
       std::printf("\n  ranking: %d of %zu strategy pairs (same policy) ran in the same order in every round; the "
                   "simulation orders %d of them alike%s\n",
-                  apart, pairs.size(), apart_agree, apart == apart_agree ? " (ranking preserved)" : " (NOT preserved)");
+                  apart, pairs.size(), apart_agree,
+                  apart == 0 ? " (nothing to judge: every pair's order changed between rounds)"
+                  : apart == apart_agree ? " (ranking preserved)"
+                                         : " (NOT preserved)");
       for (const PairOrder& p : pairs)
         if (p.measured_apart && !p.agrees)
           std::printf("    %s vs %s (%s): measured %+.1f%%, simulated %+.1f%%\n",

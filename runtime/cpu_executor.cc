@@ -73,15 +73,16 @@ class WorkerPool {
   // have returned, rethrowing the first exception a job let escape.
   void start(int n, std::function<void(int)> job) {
     std::unique_lock<std::mutex> lock(mutex_);
+    // Missing threads first (creating one may throw): they wait for the next generation.
+    while (static_cast<int>(threads_.size()) < n) {
+      const int d = static_cast<int>(threads_.size());
+      threads_.emplace_back([this, d, seen = generation_] { loop(d, seen); });
+    }
     job_ = std::move(job);
     active_ = n;
     pending_ = n;
     error_ = nullptr;
     ++generation_;
-    while (static_cast<int>(threads_.size()) < n) {
-      const int d = static_cast<int>(threads_.size());
-      threads_.emplace_back([this, d, seen = generation_ - 1] { loop(d, seen); });
-    }
     lock.unlock();
     wake_.notify_all();
   }
@@ -133,9 +134,9 @@ template <class T>
 class Run {
  public:
   Run(const Graph& g, const TaskGraph& tg, const TensorMap& inputs, CpuOptions options,
-      std::vector<cpu::Scratch<T>>& scratch, std::vector<std::vector<T>>& storage, WorkerPool& pool)
+      std::vector<cpu::Scratch<T>>& scratch, WorkerPool& pool)
       : g_(g), tg_(tg), inputs_(inputs), options_(options), queues_(static_cast<std::size_t>(tg.num_devices)),
-        storage_(storage), scratch_(scratch), pool_(pool) {
+        scratch_(scratch), pool_(pool) {
     if (scratch_.size() < static_cast<std::size_t>(tg.num_devices)) scratch_.resize(static_cast<std::size_t>(tg.num_devices));
   }
 
@@ -160,11 +161,7 @@ class Run {
       deps_left_[i].store(static_cast<std::int32_t>(tg_.tasks[i].deps.size()), std::memory_order_relaxed);
       for (BufferId b : tg_.tasks[i].reads) readers_left_[b.index()].fetch_add(1, std::memory_order_relaxed);
     }
-    // The executor's buffers from the last run keep their memory (no page faults, no
-    // zeroing by the kernel): emptied here, each is refilled with its initial value
-    // when first written, in place.
     storage_.resize(tg_.buffers.size());
-    for (std::vector<T>& s : storage_) s.clear();
     {
       std::int64_t total = 0;
       for (const Buffer& b : tg_.buffers) total += b.bytes();
@@ -210,9 +207,24 @@ class Run {
     // Start the workers first and the clock once all of them are pinned and waiting:
     // waking them is not part of the task graph's time (nor of the simulator's).
     pool_.start(tg_.num_devices, [this](int d) { worker(d); });
+    // From here the workers use this Run: whatever leaves this function, by return or
+    // by exception, first lets them finish.
+    struct Release {
+      Run* run;
+      ~Release() {
+        if (!run) return;
+        run->stop_all();
+        run->go_.store(true, std::memory_order_release);
+        try {
+          run->pool_.wait();
+        } catch (...) {  // already unwinding: the first error is the one reported
+        }
+      }
+    } release{this};
     while (workers_ready_.load(std::memory_order_acquire) < tg_.num_devices) std::this_thread::yield();
     whole_inputs_ = {};  // every worker has placed its input blocks
     if (error_) {  // a worker could not: release the others and report it
+      release.run = nullptr;
       stop_all();
       go_.store(true, std::memory_order_release);
       pool_.wait();
@@ -227,6 +239,7 @@ class Run {
       if (tg_.tasks[i].deps.empty()) make_ready(static_cast<std::int32_t>(i));
     if (n == 0) stop_all();
     go_.store(true, std::memory_order_release);
+    release.run = nullptr;
     pool_.wait();
     if (error_) std::rethrow_exception(error_);
     for (const Task& t : tg_.tasks) {
@@ -324,12 +337,21 @@ class Run {
         cpu::copy_region<T>(whole_inputs_[t.node.index()].data(), g_.node(t.node).shape, t.src, out.data(), shape,
                             Rect::whole(shape), Agg::none);
       }
-    } catch (const std::exception& e) {  // out of memory, most likely: the run stops before the clock
+    } catch (...) {  // out of memory, most likely: the run stops before the clock
       {
         std::lock_guard<std::mutex> lock(error_mutex_);
-        if (!error_)
-          error_ = std::make_exception_ptr(Error("cpu executor: device " + std::to_string(device) +
-                                                 " could not place its buffers: " + e.what()));
+        if (!error_) {
+          try {
+            try {
+              throw;
+            } catch (const std::exception& e) {
+              throw Error("cpu executor: device " + std::to_string(device) + " could not place its buffers: " +
+                          e.what());
+            }
+          } catch (...) {  // the Error, or whatever else was thrown (even a bad_alloc building the message)
+            error_ = std::current_exception();
+          }
+        }
       }
       workers_ready_.fetch_add(1, std::memory_order_acq_rel);
       return;
@@ -450,7 +472,7 @@ class Run {
   std::vector<double> rank_;  // priority: longest estimated path to the end
   std::unique_ptr<std::atomic<std::int32_t>[]> deps_left_;
   std::unique_ptr<std::atomic<std::int32_t>[]> readers_left_;
-  std::vector<std::vector<T>>& storage_;  // per buffer, the executor's: memory kept across runs
+  std::vector<std::vector<T>> storage_;
   std::vector<cpu::Scratch<T>>& scratch_;  // per device, the executor's: kept warm across runs
   WorkerPool& pool_;                       // the executor's threads: kept warm across runs
   bool preallocate_ = false;                       // see CpuOptions::preallocate_limit_bytes
@@ -479,8 +501,6 @@ class Run {
 struct CpuWorkspaces {
   std::vector<cpu::Scratch<float>> f32;
   std::vector<cpu::Scratch<double>> f64;
-  std::vector<std::vector<float>> storage_f32;
-  std::vector<std::vector<double>> storage_f64;
   WorkerPool pool;
 };
 
@@ -494,8 +514,8 @@ RunResult CpuExecutor::run(const Graph& g, const TaskGraph& tg, const TensorMap&
   tg.validate();
   bool f64 = false;
   for (const Node& n : g.nodes()) f64 = f64 || n.dtype == DType::f64;
-  if (f64) return Run<double>(g, tg, inputs, options_, scratch_->f64, scratch_->storage_f64, scratch_->pool).execute();
-  return Run<float>(g, tg, inputs, options_, scratch_->f32, scratch_->storage_f32, scratch_->pool).execute();
+  if (f64) return Run<double>(g, tg, inputs, options_, scratch_->f64, scratch_->pool).execute();
+  return Run<float>(g, tg, inputs, options_, scratch_->f32, scratch_->pool).execute();
 }
 
 }  // namespace tessel::runtime

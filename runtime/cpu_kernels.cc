@@ -154,9 +154,11 @@ T reduce_chunk(Agg agg, T acc, const T* v, int n) {
     for (int x = 0; x < n; ++x) acc = static_cast<T>(agg_combine(agg, acc, v[x]));
     return acc;
   }
+  // Every lane starts at the identity, so that each value meets the same comparison as
+  // in a single running result (a NaN is passed over by max and min alike).
   std::array<T, kLanes> part;
-  for (int l = 0; l < kLanes; ++l) part[l] = v[l];
-  int x = kLanes;
+  part.fill(static_cast<T>(agg_identity(agg)));
+  int x = 0;
   for (; x + kLanes <= n; x += kLanes)
     switch (agg) {
       case Agg::sum: for (int l = 0; l < kLanes; ++l) part[l] += v[x + l]; break;

@@ -91,13 +91,21 @@ TEST(CompareCli, RankingCheckJudgesOnlyPairsTheRoundsOrderAlike) {
     const double sa = a["simulated_s"], sb = b["simulated_s"];
     const bool agrees = (faster == 3 && sa < sb) || (slower == 3 && sa > sb);
     EXPECT_EQ(p["measured_apart"].get<bool>(), is_apart);
-    EXPECT_EQ(p["agrees"].get<bool>(), agrees);
+    if (is_apart) {
+      EXPECT_EQ(p["agrees"].get<bool>(), agrees);
+    } else {
+      EXPECT_TRUE(p["agrees"].is_null());
+    }
     apart += is_apart;
     agree += agrees;
   }
   EXPECT_EQ(rk["measured_apart"].get<int>(), apart);
   EXPECT_EQ(rk["measured_apart_agree"].get<int>(), agree);
-  EXPECT_EQ(rk["preserved"].get<bool>(), apart == agree);
+  if (apart > 0) {
+    EXPECT_EQ(rk["preserved"].get<bool>(), apart == agree);
+  } else {
+    EXPECT_TRUE(rk["preserved"].is_null());
+  }
   std::filesystem::remove(machine);
 }
 

@@ -159,6 +159,28 @@ TEST(CpuExecutor, OneExecutorServesManyRunsOfDifferentWidthsAndOutlivesAFailure)
   }
 }
 
+// A reduction in partial results must pass over a NaN exactly as one running result
+// does (v > acc is false for a NaN): the largest number wins, wherever the NaN sits.
+TEST(CpuKernels, MaxAndMinReductionsPassOverNaNLikeTheReference) {
+  for (std::int64_t n : {17, 40, 300})
+    for (std::int64_t nan_at : {std::int64_t{0}, std::int64_t{5}, n - 1}) {
+      std::vector<float> v(static_cast<std::size_t>(n), 0.f);
+      // The extremes 16 and 32 places after the NaN: the same lane of 16 partial results.
+      v[static_cast<std::size_t>((nan_at + 16) % n)] = 100.f;
+      v[static_cast<std::size_t>((nan_at + 32) % n)] = -100.f;
+      v[static_cast<std::size_t>(nan_at)] = std::nanf("");
+      for (Agg agg : {Agg::max, Agg::min}) {
+        Einsum e = Einsum::from_subscripts("i->", {{n}}, ScalarOp::parse("x0"), agg);
+        double want = agg_identity(agg);
+        for (float x : v) want = agg_combine(agg, want, x);
+        float out = 0;
+        cpu::Scratch<float> scratch;
+        cpu::einsum_block<float>(e, {v.data()}, &out, scratch);
+        EXPECT_EQ(out, static_cast<float>(want)) << "n=" << n << " NaN at " << nan_at << " " << to_string(agg);
+      }
+    }
+}
+
 TEST(CpuKernels, ContractionsTakeTheGemmPathAndOthersTheGenericOne) {
   auto e = [](const char* s, std::vector<Shape> shapes) { return Einsum::from_subscripts(s, shapes); };
   EXPECT_EQ(cpu::kernel_path(e("ij,jk->ik", {{2, 3}, {3, 4}})), cpu::KernelPath::gemm);
