@@ -174,6 +174,7 @@ void add_compare(CLI::App& app) {
     double calibration_seconds = 0.05;
     std::string compute_model = "profiled";
     double profile_seconds = 0.002;
+    bool no_cache_model = false;
     std::uint64_t seed = 1;
     std::string trace_dir;
     bool json_out = false;
@@ -205,14 +206,19 @@ void add_compare(CLI::App& app) {
   cmd->add_option("--compute-model", o->compute_model,
                   "how the simulation times compute tasks: 'profiled' (every distinct kernel of the task graphs is "
                   "run here with all workers busy, right before each round's runs of its strategy, and that round's "
-                  "time plus the per-task overhead replaces the roofline in that round's simulation; the analytic "
-                  "simulation is reported beside it) or 'analytic' (the machine's roofline and efficiency table only)")
+                  "time plus the per-task overhead replaces the roofline in that round's simulation — between the "
+                  "kernel's hot and cold times by how much of its data the simulated worker's cache holds; the "
+                  "analytic simulation is reported beside it) or 'analytic' (the machine's roofline and efficiency "
+                  "table only)")
       ->capture_default_str()
       ->check(CLI::IsMember({"profiled", "analytic"}));
   cmd->add_option("--profile-seconds", o->profile_seconds,
                   "with --compute-model profiled: measuring time of each kernel per round")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd->add_flag("--no-cache-model", o->no_cache_model,
+               "with --compute-model profiled: time every compute task hot (its kernel's time in a loop) instead of "
+               "between its hot and cold times by how much of its data the simulated worker's cache still holds");
   cmd->add_option("--seed", o->seed, "seed of the random inputs")->capture_default_str();
   cmd->add_option("--trace-dir", o->trace_dir, "write every simulated and measured timeline (Chrome trace) here");
   cmd->add_flag("--json", o->json_out, "machine-readable output");
@@ -294,6 +300,7 @@ void add_compare(CLI::App& app) {
       calibrator = std::make_unique<runtime::CpuCalibrator>(runtime::CalibrationOptions{devices, o->calibration_seconds, 1});
     }
     const bool profiled = o->compute_model == "profiled";
+    const bool cache_model = !o->no_cache_model;
     std::vector<std::unique_ptr<runtime::KernelProfiler>> profilers;  // per strategy
     std::size_t kernels_profiled = 0;
     if (profiled) {
@@ -357,12 +364,19 @@ void add_compare(CLI::App& app) {
           // per-task overhead (the machine's launch latency); everything else keeps
           // the model.
           so.task_seconds = profilers[row.strategy]->task_seconds(r);
+          so.task_seconds_cold = profilers[row.strategy]->task_seconds_cold(r);
           for (std::size_t i = 0; i < so.task_seconds.size(); ++i)
-            if (so.task_seconds[i] >= 0) so.task_seconds[i] += round_machine.type_of(tg.tasks[i].device).launch_latency_s;
+            if (so.task_seconds[i] >= 0) {
+              const double overhead = round_machine.type_of(tg.tasks[i].device).launch_latency_s;
+              so.task_seconds[i] += overhead;
+              so.task_seconds_cold[i] += overhead;
+            }
+          if (!cache_model) so.task_seconds_cold.clear();
           analytic_s.push_back(rd.sim.makespan_s);
           err_analytic.push_back((rd.sim.makespan_s - rd.measured_s) / rd.measured_s * 100);
           rd.sim = sim::simulate(tg, round_machine, so);
           so.task_seconds.clear();
+          so.task_seconds_cold.clear();
         }
         sim_s.push_back(rd.sim.makespan_s);
         meas_s.push_back(rd.measured_s);
@@ -486,6 +500,7 @@ void add_compare(CLI::App& app) {
                   {"warmup", o->warmup},
                   {"compute_model", o->compute_model},
                   {"kernels_profiled", kernels_profiled},
+                  {"cache_model", profiled && cache_model},
                   {"rows", rows},
                   {"mape_pct", mape},
                   {"mape_analytic_pct", mape_analytic},
@@ -499,7 +514,9 @@ void add_compare(CLI::App& app) {
                   "(each after %d warm-up)\n\n",
                   o->graph.describe().c_str(), devices, o->backend.c_str(),
                   calibrated_now ? "calibrated now" : o->machine.c_str(), o->network.c_str(),
-                  profiled ? "profiled kernels" : "analytic", o->repeat, o->warmup);
+                  profiled ? (cache_model ? "profiled kernels (hot and cold, cache model)" : "profiled kernels (hot)")
+                           : "analytic",
+                  o->repeat, o->warmup);
       std::printf("  %-16s %-6s %7s %12s %12s %8s", "strategy", "policy", "tasks", "simulated", "measured", "error");
       if (profiled) std::printf(" %12s %8s", "analytic", "error");
       std::printf("  check\n");

@@ -324,6 +324,7 @@ class Run {
 
   void worker(int device) {
     if (options_.pin_threads) pin_to_core(device);
+    set_worker_float_mode();
     ReadyQueue& q = queues_[static_cast<std::size_t>(device)];
     cpu::Scratch<T>& scratch = scratch_[static_cast<std::size_t>(device)];
     std::vector<const T*> operands;

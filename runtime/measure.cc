@@ -2,11 +2,18 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <pmmintrin.h>
+#include <xmmintrin.h>
+#endif
 
 #include <algorithm>
 #include <array>
 #include <barrier>
 #include <chrono>
+#include <cstdint>
 #include <thread>
 #include <vector>
 
@@ -20,12 +27,25 @@ void pin_to_core(int worker) {
   pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 }
 
+void set_worker_float_mode() {
+#if defined(__x86_64__) || defined(__i386__)
+  _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
+  _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
+#elif defined(__aarch64__)
+  std::uint64_t fpcr = 0;
+  asm volatile("mrs %0, fpcr" : "=r"(fpcr));
+  asm volatile("msr fpcr, %0" : : "r"(fpcr | (std::uint64_t{1} << 24)));  // FZ
+#endif
+}
+
 namespace {
 constexpr int kBatches = 5;
 }  // namespace
 
-double per_call_seconds(int workers, double min_seconds, const std::function<void(int)>& setup,
-                        const std::function<void(int)>& body) {
+namespace {
+
+double measure_calls(int workers, double min_seconds, const std::function<void(int)>& setup,
+                     const std::function<void(int)>* before, const std::function<void(int)>& body) {
   using Clock = std::chrono::steady_clock;
   std::vector<double> per_call(static_cast<std::size_t>(workers));
   std::barrier sync(workers);
@@ -33,8 +53,10 @@ double per_call_seconds(int workers, double min_seconds, const std::function<voi
   for (int w = 0; w < workers; ++w)
     threads.emplace_back([&, w] {
       pin_to_core(w);
+      set_worker_float_mode();
       setup(w);
       sync.arrive_and_wait();  // bodies may touch other workers' memory
+      if (before) (*before)(w);
       body(w);                 // warm-up
       sync.arrive_and_wait();
       // kBatches batches, each timed on its own; the median batch's time per call, so
@@ -42,14 +64,24 @@ double per_call_seconds(int workers, double min_seconds, const std::function<voi
       // then) spoils one batch rather than the figure.
       std::array<double, kBatches> batch{};
       for (double& b : batch) {
-        auto t0 = Clock::now();
         long calls = 0;
         double elapsed = 0;
-        do {
-          body(w);
-          ++calls;
-          elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
-        } while (elapsed < min_seconds / kBatches);
+        if (!before) {
+          auto t0 = Clock::now();
+          do {
+            body(w);
+            ++calls;
+            elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+          } while (elapsed < min_seconds / kBatches);
+        } else {
+          do {
+            (*before)(w);
+            auto t0 = Clock::now();
+            body(w);
+            elapsed += std::chrono::duration<double>(Clock::now() - t0).count();
+            ++calls;
+          } while (calls < 3 || elapsed < min_seconds / kBatches);
+        }
         b = elapsed / static_cast<double>(calls);
       }
       std::sort(batch.begin(), batch.end());
@@ -59,6 +91,23 @@ double per_call_seconds(int workers, double min_seconds, const std::function<voi
   for (auto& t : threads) t.join();
   std::sort(per_call.begin(), per_call.end());
   return per_call[per_call.size() / 2];
+}
+
+}  // namespace
+
+double per_call_seconds(int workers, double min_seconds, const std::function<void(int)>& setup,
+                        const std::function<void(int)>& body) {
+  return measure_calls(workers, min_seconds, setup, nullptr, body);
+}
+
+double per_call_seconds_after(int workers, double min_seconds, const std::function<void(int)>& setup,
+                              const std::function<void(int)>& before, const std::function<void(int)>& body) {
+  return measure_calls(workers, min_seconds, setup, &before, body);
+}
+
+std::int64_t per_core_cache_bytes() {
+  const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  return l2 > 0 ? static_cast<std::int64_t>(l2) : std::int64_t{1} << 20;
 }
 
 }  // namespace tessel::runtime

@@ -2,6 +2,7 @@
 // Pinning and timing helpers shared by the CPU executor, calibration and kernel
 // profiling (internal to runtime/).
 
+#include <cstdint>
 #include <functional>
 
 namespace tessel::runtime {
@@ -10,6 +11,16 @@ namespace tessel::runtime {
 // executor pins its workers.
 void pin_to_core(int worker);
 
+// Sets the calling thread's floating-point mode as every CPU worker runs: subnormal
+// results flushed to zero and subnormal operands read as zero (x86's FTZ and DAZ,
+// AArch64's FZ), as PyTorch's set_flush_denormal(True) does. Without it a kernel's time
+// depends on its data: exp of a masked softmax's -inf entries and everything downstream
+// of them produce subnormals, which cost the core microcode assists (the tiny LLaMA
+// block's exp, division and P·V GEMM ran 1.2-1.5x slower on masked rows than the same
+// kernels on the profiler's operands). The executor, calibration and the kernel profiler
+// all run under it, so that what is profiled is what runs.
+void set_worker_float_mode();
+
 // Runs body(worker) repeatedly on `workers` pinned threads at once — after setup(worker)
 // and one untimed call each — until each has spent at least `min_seconds`, in five
 // batches timed apart; returns the median over workers of each one's median batch's
@@ -17,5 +28,16 @@ void pin_to_core(int worker);
 // measured, so that each call is timed with all workers busy.
 [[nodiscard]] double per_call_seconds(int workers, double min_seconds, const std::function<void(int)>& setup,
                                       const std::function<void(int)>& body);
+
+// The same with before(worker) run, untimed, before every timed call of body(worker) —
+// each call is then timed on its own and only the calls count towards `min_seconds`
+// (at least three calls per batch) — for a body measured in a state that `before`
+// leaves, such as caches emptied of its data.
+[[nodiscard]] double per_call_seconds_after(int workers, double min_seconds, const std::function<void(int)>& setup,
+                                            const std::function<void(int)>& before,
+                                            const std::function<void(int)>& body);
+
+// Bytes of this machine's per-core (level 2) cache, from sysconf; 1 MiB when it does not say.
+[[nodiscard]] std::int64_t per_core_cache_bytes();
 
 }  // namespace tessel::runtime

@@ -1,6 +1,8 @@
 #include "runtime/profile.h"
 
+#include <algorithm>
 #include <map>
+#include <utility>
 
 #include "core/error.h"
 #include "runtime/cpu_kernels.h"
@@ -12,7 +14,8 @@ struct KernelProfiler::State {
   struct Kernel {
     NodeId node;
     Rect block;  // the first task's block; its shape is the key, its offset only matters to fills
-    std::vector<double> samples;
+    std::vector<double> samples;       // hot, per round
+    std::vector<double> cold_samples;  // cold, per round
   };
   const Graph& g;
   KernelProfileOptions o;
@@ -25,6 +28,8 @@ struct KernelProfiler::State {
       : g(graph), o(opts), kernel_of(tg.tasks.size(), -1) {
     if (o.devices < 1) fail("kernel profile: device count ", o.devices, " must be >= 1");
     if (!(o.seconds_per_kernel > 0)) fail("kernel profile: seconds per kernel must be > 0");
+    if (o.evict_bytes < 0) fail("kernel profile: evict bytes must be >= 0");
+    if (o.evict_bytes == 0) o.evict_bytes = 2 * per_core_cache_bytes();
     for (const Node& n : g.nodes()) f64 = f64 || n.dtype == DType::f64;  // as CpuExecutor::run decides
     std::map<std::pair<std::int32_t, Shape>, std::int32_t> index;
     for (std::size_t i = 0; i < tg.tasks.size(); ++i) {
@@ -32,14 +37,15 @@ struct KernelProfiler::State {
       if (t.kind != TaskKind::compute) continue;
       if (!t.node.valid() || t.node.index() >= g.size()) fail("kernel profile: task ", i, " has no node of the graph");
       auto [it, fresh] = index.try_emplace({t.node.value, t.src.shape()}, static_cast<std::int32_t>(kernels.size()));
-      if (fresh) kernels.push_back({t.node, t.src, {}});
+      if (fresh) kernels.push_back({t.node, t.src, {}, {}});
       kernel_of[i] = it->second;
     }
   }
 
 
+  // Hot and cold seconds per call of kernel k.
   template <class T>
-  double measure(const Kernel& k) const {
+  std::pair<double, double> measure(const Kernel& k) const {
     const Node& n = g.node(k.node);
     const int workers = o.devices;
     struct Worker {
@@ -75,12 +81,42 @@ struct KernelProfiler::State {
       const Einsum block = n.einsum.with_join_shape(shape);
       cpu::einsum_block<T>(block, x.operands, x.out.data(), x.scratch);
     };
-    return per_call_seconds(workers, o.seconds_per_kernel, setup, body);
+    const double hot = per_call_seconds(workers, o.seconds_per_kernel, setup, body);
+    // Between cold calls each worker writes memory of its own: the kernel's operands,
+    // output and scratch leave the per-core cache for the shared one, as other tasks'
+    // data pushes them out in a graph.
+    std::vector<std::vector<float>> evict(static_cast<std::size_t>(workers));
+    auto cold_setup = [&](int w) {
+      setup(w);
+      evict[static_cast<std::size_t>(w)].assign(static_cast<std::size_t>(o.evict_bytes / 4), 0.f);
+    };
+    auto before = [&](int w) {
+      std::vector<float>& e = evict[static_cast<std::size_t>(w)];
+      const float v = e[0] + 1.f;
+      std::fill(e.begin(), e.end(), v);
+    };
+    const double cold = per_call_seconds_after(workers, o.seconds_per_kernel / 2, cold_setup, before, body);
+    return {hot, cold};
   }
 
   void round() {
-    for (Kernel& k : kernels) k.samples.push_back(f64 ? measure<double>(k) : measure<float>(k));
+    for (Kernel& k : kernels) {
+      auto [hot, cold] = f64 ? measure<double>(k) : measure<float>(k);
+      k.samples.push_back(hot);
+      k.cold_samples.push_back(std::max(hot, cold));  // a cold call is never faster than a hot one
+    }
     ++rounds;
+  }
+
+  std::vector<double> per_task(int round, bool cold) const {
+    if (round < 0 || round >= rounds) fail("kernel profile: round ", round, " of ", rounds, " measured");
+    std::vector<double> out(kernel_of.size(), -1.0);
+    for (std::size_t i = 0; i < out.size(); ++i)
+      if (kernel_of[i] >= 0) {
+        const Kernel& k = kernels[static_cast<std::size_t>(kernel_of[i])];
+        out[i] = (cold ? k.cold_samples : k.samples)[static_cast<std::size_t>(round)];
+      }
+    return out;
   }
 };
 
@@ -92,14 +128,7 @@ void KernelProfiler::round() { state_->round(); }
 int KernelProfiler::rounds() const { return state_->rounds; }
 std::size_t KernelProfiler::kernels() const { return state_->kernels.size(); }
 
-std::vector<double> KernelProfiler::task_seconds(int round) const {
-  const State& s = *state_;
-  if (round < 0 || round >= s.rounds) fail("kernel profile: round ", round, " of ", s.rounds, " measured");
-  std::vector<double> out(s.kernel_of.size(), -1.0);
-  for (std::size_t i = 0; i < out.size(); ++i)
-    if (s.kernel_of[i] >= 0)
-      out[i] = s.kernels[static_cast<std::size_t>(s.kernel_of[i])].samples[static_cast<std::size_t>(round)];
-  return out;
-}
+std::vector<double> KernelProfiler::task_seconds(int round) const { return state_->per_task(round, false); }
+std::vector<double> KernelProfiler::task_seconds_cold(int round) const { return state_->per_task(round, true); }
 
 }  // namespace tessel::runtime

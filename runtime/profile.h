@@ -14,8 +14,15 @@
 // What a profile covers: the kernel call itself, including the block's setup (the
 // einsum of the block shape, operand permutation for GEMMs, the generic loop's
 // bookkeeping). What it does not: the executor's per-task scheduling overhead (the
-// calibration's task_overhead_s), touches and moves (the machine model times them), and
-// cache effects of the surrounding graph (each kernel runs on warm operands).
+// calibration's task_overhead_s) and touches and moves (the machine model times them).
+//
+// Every kernel is timed twice per round: hot, called again and again on the same
+// operands (they sit in the core's caches), and cold, each call right after the worker
+// has written `evict_bytes` of other memory (so that the kernel's operands and output
+// come from farther out, and the code it runs has been pushed out of the per-core
+// cache). In a task graph a kernel meets something in between: the simulator's cache
+// model (SimOptions::task_seconds_cold) decides from what each worker touched last how
+// much of a task's data is still in its cache.
 
 #include <cstdint>
 #include <memory>
@@ -28,7 +35,8 @@ namespace tessel::runtime {
 
 struct KernelProfileOptions {
   int devices = 2;                   // workers running each kernel at once
-  double seconds_per_kernel = 0.002;  // minimum measuring time per kernel and round
+  double seconds_per_kernel = 0.002;  // minimum measuring time per kernel and round (hot; cold: half)
+  std::int64_t evict_bytes = 0;       // written between cold calls; 0: twice the per-core cache
 };
 
 class KernelProfiler {
@@ -45,6 +53,8 @@ class KernelProfiler {
   // Per task: its kernel's seconds per call in round `round` (0-based) for compute
   // tasks, -1 for every other task. An error for a round not measured.
   [[nodiscard]] std::vector<double> task_seconds(int round) const;
+  // The same for the cold calls.
+  [[nodiscard]] std::vector<double> task_seconds_cold(int round) const;
 
  private:
   struct State;

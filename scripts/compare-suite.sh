@@ -18,7 +18,7 @@ mkdir -p "$out"
 workloads=(chain:size=512 chain-sum:size=400 chain-sum:size=400,skewed=1 ffn llama-block:model=tiny,seq=64)
 for w in "${workloads[@]}"; do
   "$tessel" compare -w "$w" -d "$devices" -s eindecomp,data-parallel,megatron,sqrt-split \
-    --repeat 5 --warmup 1 --json > "$out/$(echo "$w" | tr ':,=' '___').json"
+    --repeat 5 --warmup 1 ${COMPARE_ARGS:-} --json > "$out/$(echo "$w" | tr ':,=' '___').json"
 done
 plots/python.sh - "$out" <<'PY'
 import glob, json, os, sys

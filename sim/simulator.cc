@@ -98,6 +98,12 @@ class Run {
     for (std::size_t i = 0; i < o_.task_seconds.size(); ++i)
       if (!std::isfinite(o_.task_seconds[i]))
         fail("simulate: task_seconds[", i, "] is not a finite number");
+    if (!o_.task_seconds_cold.empty() && o_.task_seconds_cold.size() != tg_.tasks.size())
+      fail("simulate: task_seconds_cold has ", o_.task_seconds_cold.size(), " entries for ", tg_.tasks.size(),
+           " tasks");
+    for (std::size_t i = 0; i < o_.task_seconds_cold.size(); ++i)
+      if (!std::isfinite(o_.task_seconds_cold[i]))
+        fail("simulate: task_seconds_cold[", i, "] is not a finite number");
     m_.validate(m_.name.empty() ? "machine" : m_.name);
     if (tg_.num_devices > m_.num_devices())
       fail("the task graph is placed on ", tg_.num_devices, " devices but machine '", m_.name, "' has ",
@@ -285,6 +291,8 @@ class Run {
     for (std::size_t dev = 0; dev < d; ++dev)
       capacity_[dev] = m_.type_of(DeviceId(static_cast<std::int32_t>(dev))).memory_capacity_bytes;
 
+    setup_cache();
+
     interfere_ = o_.interference;
     if (interfere_) {
       compute_slowdown_.resize(d);
@@ -439,12 +447,103 @@ class Run {
     }
   }
 
+  // ---- cache model (SimOptions::task_seconds_cold) ---------------------------------
+
+  void setup_cache() {
+    cache_model_ = !o_.task_seconds_cold.empty();
+    if (!cache_model_) return;
+    const auto d = static_cast<std::size_t>(devices_);
+    const std::size_t nb = bufs_.size();
+    cache_cap_.assign(d, 0);
+    for (std::size_t dev = 0; dev < d; ++dev)
+      cache_cap_[dev] = m_.type_of(DeviceId(static_cast<std::int32_t>(dev))).cache_capacity_bytes;
+    cache_used_.assign(d, 0);
+    lru_head_.assign(d, -1);
+    lru_tail_.assign(d, -1);
+    lru_prev_.assign(nb, -1);
+    lru_next_.assign(nb, -1);
+    in_cache_.assign(nb, 0);
+    cold_extra_.assign(static_cast<std::size_t>(n_), 0);
+    for (std::size_t i = 0; i < static_cast<std::size_t>(n_); ++i) {
+      const double cold = o_.task_seconds_cold[i];
+      // Devices without a known cache keep their hot times.
+      if (tg_.tasks[i].kind == TaskKind::compute && cold >= 0 && cache_cap_[static_cast<std::size_t>(info_[i].dev)] > 0)
+        cold_extra_[i] = std::max<SimTime>(0, to_sim_time(cold) - static_cast<SimTime>(info_[i].amount));
+    }
+    // As the CPU executor starts a run: each worker first touches every buffer of its
+    // device in id order, then writes its input blocks.
+    for (std::size_t b = 0; b < nb; ++b) cache_use(static_cast<std::int32_t>(b));
+    for (std::size_t i = 0; i < static_cast<std::size_t>(n_); ++i)
+      if (tg_.tasks[i].kind == TaskKind::input) cache_use(info_[i].writes);
+  }
+
+  void lru_unlink(std::int32_t b, std::size_t dev) {
+    const auto ub = static_cast<std::size_t>(b);
+    const std::int32_t p = lru_prev_[ub], nx = lru_next_[ub];
+    if (p >= 0) lru_next_[static_cast<std::size_t>(p)] = nx; else lru_head_[dev] = nx;
+    if (nx >= 0) lru_prev_[static_cast<std::size_t>(nx)] = p; else lru_tail_[dev] = p;
+    lru_prev_[ub] = lru_next_[ub] = -1;
+    in_cache_[ub] = 0;
+    cache_used_[dev] -= bufs_[ub].bytes;
+  }
+
+  // Buffer b was just used on its device: most recently used, evicting the least
+  // recently used beyond the capacity.
+  void cache_use(std::int32_t b) {
+    if (b < 0) return;
+    const auto ub = static_cast<std::size_t>(b);
+    const auto dev = static_cast<std::size_t>(bufs_[ub].dev);
+    const std::int64_t cap = cache_cap_[dev];
+    if (cap <= 0) return;
+    if (in_cache_[ub]) lru_unlink(b, dev);
+    if (bufs_[ub].bytes > cap) {  // flushes the cache and does not fit itself
+      while (lru_tail_[dev] >= 0) lru_unlink(lru_tail_[dev], dev);
+      return;
+    }
+    lru_next_[ub] = lru_head_[dev];
+    if (lru_head_[dev] >= 0) lru_prev_[static_cast<std::size_t>(lru_head_[dev])] = b; else lru_tail_[dev] = b;
+    lru_head_[dev] = b;
+    in_cache_[ub] = 1;
+    cache_used_[dev] += bufs_[ub].bytes;
+    while (cache_used_[dev] > cap) lru_unlink(lru_tail_[dev], dev);
+  }
+
+  // Task i starts: the extra picoseconds its data's absence from the cache costs it
+  // (compute tasks with a cold time), then its buffers become the most recently used.
+  SimTime cache_start(std::int32_t i) {
+    const auto ui = static_cast<std::size_t>(i);
+    const Info& in = info_[ui];
+    const auto reads = adj_.begin() + adj_offset_[ui];
+    SimTime extra = 0;
+    if (cold_extra_[ui] > 0) {
+      std::int64_t total = 0, missing = 0;
+      auto count = [&](std::int32_t b) {
+        const auto ub = static_cast<std::size_t>(b);
+        total += bufs_[ub].bytes;
+        if (!in_cache_[ub]) missing += bufs_[ub].bytes;
+      };
+      for (std::uint16_t k = 0; k < in.reads; ++k) count(reads[k]);
+      if (in.writes >= 0) count(in.writes);
+      if (total > 0)
+        extra = static_cast<SimTime>(std::llround(static_cast<double>(cold_extra_[ui]) * static_cast<double>(missing) /
+                                                  static_cast<double>(total)));
+    }
+    if (in.lane == kComm) {  // a move: its destination, on the receiving device
+      cache_use(in.writes);
+    } else {
+      for (std::uint16_t k = 0; k < in.reads; ++k) cache_use(reads[k]);
+      cache_use(in.writes);
+    }
+    return extra;
+  }
+
   void start_lane_task(const Released& r, SimTime t) {
     const std::int32_t i = r.task;
     const auto ui = static_cast<std::size_t>(i);
     const Info& in = info_[ui];
     const auto dev = static_cast<std::size_t>(in.dev);
     begin_task(r, t);
+    const SimTime cold = cache_model_ ? cache_start(i) : 0;
     lane_busy_add(dev, in.lane, +1, t);
     if (in.lane == kComm) {
       const std::size_t base = dev * static_cast<std::size_t>(o_.comm_channels);
@@ -459,7 +558,7 @@ class Run {
     if (in.lane == kCompute) {
       compute_running_[dev] = i;
       run_factor_[dev] = interfere_ && applied_comm_[dev] ? compute_slowdown_[dev] : 1.0;
-      run_remaining_[dev] = static_cast<double>(in.amount);
+      run_remaining_[dev] = static_cast<double>(in.amount + cold);
       run_last_[dev] = t;
       mark_interference(dev);
       schedule_compute(i, dev, t);
@@ -719,6 +818,13 @@ class Run {
     bool allocated = false;
   };
   LargeVector<Buf> bufs_;
+  // cache model: per device its capacity, bytes held and LRU list (head: most recent);
+  // per buffer its list links; per task the extra picoseconds when nothing is cached
+  bool cache_model_ = false;
+  std::vector<std::int64_t> cache_cap_, cache_used_;
+  std::vector<std::int32_t> lru_head_, lru_tail_, lru_prev_, lru_next_;
+  std::vector<char> in_cache_;
+  std::vector<SimTime> cold_extra_;
 
   // Per (device, lane).
   std::vector<int> free_slots_;

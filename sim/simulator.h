@@ -19,6 +19,14 @@
 //                slower and its outgoing moves comm_slowdown times slower; the factors
 //                are re-applied whenever either lane starts or stops (progress is kept).
 //                The copy lane neither causes nor suffers interference.
+//   cache        with SimOptions::task_seconds_cold, each device whose type has a
+//                cache_capacity_bytes keeps the buffers it used last, least recently
+//                used out first, as a CPU worker's per-core cache does: a compute task
+//                uses what it reads and writes, a touch its source and destination, a
+//                move into the device its destination. A buffer larger than the cache
+//                flushes it and stays out. The run starts as the CPU executor starts
+//                one: every buffer of the device first touched in id order, then the
+//                input blocks written.
 //   memory       a buffer is live from the start of the first task that writes it to the
 //                end of the last task that reads it (to the end of its last writer when
 //                nothing reads it); peak live bytes per device, and every device whose
@@ -72,6 +80,12 @@ struct SimOptions {
   // still applies) and a negative one keeps the model. `tessel compare` fills it from a
   // kernel profile (runtime/profile.h) plus the per-task overhead.
   std::vector<double> task_seconds;
+  // Measured cold durations (runtime/profile.h): empty, or one entry per task, where a
+  // value >= 0 is that compute task's seconds with none of its data in its device's
+  // cache. Given, the simulator keeps what each device's cache holds (see "cache" above)
+  // and a compute task with task_seconds t and cold seconds c takes
+  // t + (c - t) × (its bytes not in the cache) / (its bytes).
+  std::vector<double> task_seconds_cold;
 };
 
 struct DeviceStats {

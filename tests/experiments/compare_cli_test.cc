@@ -126,6 +126,7 @@ TEST(CompareCli, WithoutAMachineItCalibratesDuringTheTimedRoundsAndReportsTheCal
   // By default the kernels are profiled, and the analytic simulation is reported beside.
   EXPECT_EQ(j["compute_model"], "profiled");
   EXPECT_GT(j["kernels_profiled"].get<int>(), 0);
+  EXPECT_EQ(j["cache_model"], true);
   EXPECT_GT(j["rows"][0]["simulated_analytic_s"].get<double>(), 0);
   EXPECT_TRUE(std::isfinite(j["mape_analytic_pct"].get<double>()));
   // One paired error per timed round; the row's error is their median.
@@ -143,9 +144,18 @@ TEST(CompareCli, AnalyticComputeModelSkipsProfiling) {
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["compute_model"], "analytic");
   EXPECT_EQ(j["kernels_profiled"], 0);
+  EXPECT_EQ(j["cache_model"], false);
   EXPECT_FALSE(j["rows"][0].contains("simulated_analytic_s"));
   EXPECT_EQ(j["mape_analytic_pct"], j["mape_pct"]);
   EXPECT_GE(j["calibration"]["barrier_latency_s"].get<double>(), 0);
+  // Profiled without the cache model: hot kernel times only, and JSON says so.
+  r = run_tessel(
+      "compare -w chain:size=32 -d 2 -s split-largest --policy async --repeat 1 --warmup 0 "
+      "--calibration-seconds 0.002 --no-cache-model --json");
+  ASSERT_EQ(r.status, 0) << r.output();
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["compute_model"], "profiled");
+  EXPECT_EQ(j["cache_model"], false);
   r = run_tessel("compare -w chain:size=32 -d 2 --compute-model guessed");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("--compute-model"), std::string::npos) << r.err;

@@ -159,6 +159,29 @@ TEST(CpuExecutor, OneExecutorServesManyRunsOfDifferentWidthsAndOutlivesAFailure)
   }
 }
 
+// Workers run with subnormals flushed to zero (runtime/measure.h: a kernel's time must
+// not depend on whether its data underflows): x·x of 1e-20 is 1e-40 in double, a
+// subnormal in float, and 0 from the executor, on every worker and under both policies.
+TEST(CpuExecutor, WorkersFlushSubnormalResultsToZero) {
+#if defined(__x86_64__) || defined(__i386__) || defined(__aarch64__)
+  GraphBuilder b;
+  auto x = b.input("x", {64, 16});
+  b.output(b.map("mul(x0,x0)", x), "y");
+  Graph g = b.build();
+  TensorMap inputs;
+  inputs.emplace("x", Tensor({64, 16}, DType::f32));
+  for (double& v : inputs.at("x").data) v = 1e-20;
+  ASSERT_GT(evaluate_reference(g, inputs).at("y").data[0], 0.0);  // the reference keeps it
+  for (Policy p : {Policy::async, Policy::bsp})
+    for (bool pin : {true, false}) {
+      RunResult r = CpuExecutor({p, pin}).run(g, lower(g, split_largest(g, 2)), inputs);
+      for (double v : r.outputs.at("y").data) ASSERT_EQ(v, 0.0) << to_string(p) << " pinned " << pin;
+    }
+#else
+  GTEST_SKIP() << "no flush-to-zero mode known for this architecture";
+#endif
+}
+
 // A reduction in partial results must pass over a NaN exactly as one running result
 // does (v > acc is false for a NaN): the largest number wins, wherever the NaN sits.
 TEST(CpuKernels, MaxAndMinReductionsPassOverNaNLikeTheReference) {

@@ -52,6 +52,37 @@ TEST(KernelProfiler, OneKernelPerDistinctNodeAndBlockShape) {
     }
   }
   EXPECT_THROW((void)p.task_seconds(2), Error);
+  // Cold calls: one figure per kernel as well, never below the hot one, -1 elsewhere.
+  for (int r = 0; r < 2; ++r) {
+    std::vector<double> hot = p.task_seconds(r), cold = p.task_seconds_cold(r);
+    ASSERT_EQ(cold.size(), tg.size());
+    for (std::size_t i = 0; i < tg.size(); ++i) {
+      if (tg.tasks[i].kind != TaskKind::compute) {
+        EXPECT_EQ(cold[i], -1.0) << i;
+        continue;
+      }
+      EXPECT_GE(cold[i], hot[i]) << i;
+    }
+  }
+  EXPECT_THROW((void)p.task_seconds_cold(2), Error);
+}
+
+// A kernel whose data (8 MiB in all) cannot stay in a per-core cache between calls takes
+// no less cold than hot, and one whose data fits takes longer cold: the eviction between
+// cold calls works. The bound is loose (cold > hot), as it must hold on a loaded machine.
+TEST(KernelProfiler, ColdCallsFindTheirDataOutOfTheCache) {
+  Graph g = build_workload("ffn:tokens=64,dim=64,hidden=64");
+  TaskGraph tg = lower(g, decomposition_from_parts(g, 1, std::vector<std::vector<int>>(g.size(), std::vector<int>())));
+  KernelProfiler p(g, tg, {1, 0.004});
+  p.round();
+  std::vector<double> hot = p.task_seconds(0), cold = p.task_seconds_cold(0);
+  double hot_sum = 0, cold_sum = 0;
+  for (std::size_t i = 0; i < tg.size(); ++i)
+    if (hot[i] > 0) {
+      hot_sum += hot[i];
+      cold_sum += cold[i];
+    }
+  EXPECT_GT(cold_sum, hot_sum);
 }
 
 TEST(KernelProfiler, ABlockWithAThousandTimesTheFlopsTakesLonger) {
@@ -77,6 +108,7 @@ TEST(KernelProfiler, BadOptionsAreErrors) {
   TaskGraph tg = lower(g, decomposition_from_parts(g, 1, std::vector<std::vector<int>>(g.size(), std::vector<int>())));
   EXPECT_THROW(KernelProfiler(g, tg, {0, 0.001}), Error);
   EXPECT_THROW(KernelProfiler(g, tg, {1, 0}), Error);
+  EXPECT_THROW(KernelProfiler(g, tg, {1, 0.001, -1}), Error);
 }
 
 }  // namespace
