@@ -105,6 +105,10 @@ struct DeviceType {
   // past the first: 0 = none. Its capacity must exceed the first level's.
   std::int64_t outer_cache_capacity_bytes = 0;
   double outer_cache_bytes_per_s = 0;
+  // Seconds a strided copy (a touch) spends per contiguous run (row) it copies, beside
+  // its bytes: a CPU pays its loop and address arithmetic per row, so copying a
+  // [b, h, s, 16] block costs far more than its bytes say. 0 = none (GPUs' copy kernels).
+  double copy_row_s = 0;
 
   [[nodiscard]] double peak(DType t) const { return peak_flops_per_s[static_cast<int>(t)]; }
   [[nodiscard]] double efficiency_at(double flops) const;

@@ -204,6 +204,18 @@ struct CpuCalibrator::State {
       };
       return std::max(0.0, median(boundary) - median(dispatch));
     });
+    // Strided copies of short rows within the per-core cache: kRowProbeRows rows of
+    // kRowProbeCols floats out of rows twice as wide, as touches cut a narrow block out
+    // of a wider one.
+    probes.emplace_back([this] {
+      Shape shape{2 * kRowProbeRows, 2 * kRowProbeCols};
+      Rect src{2, {0, 0}, {kRowProbeRows, kRowProbeCols}};
+      Rect dst{2, {kRowProbeRows, kRowProbeCols}, {kRowProbeRows, kRowProbeCols}};
+      std::vector<std::vector<float>> buf(n);
+      return per_call_seconds(
+          n, o.seconds_per_point, [&](int w) { buf[w].assign(static_cast<std::size_t>(elements(shape)), 1.f); },
+          [&](int w) { cpu::copy_region<float>(buf[w].data(), shape, src, buf[w].data(), shape, dst, Agg::none); });
+    });
     samples.resize(probes.size());
   }
 
@@ -305,6 +317,10 @@ struct CpuCalibrator::State {
     r.copy_bytes_per_s_shared = static_cast<double>(kCopyCount) * 4 / seconds[k++];
     r.task_overhead_s = seconds[k++];
     r.barrier_latency_s = seconds[k++];
+    {
+      const double bytes = 2.0 * kRowProbeRows * kRowProbeCols * 4;  // read and written
+      r.copy_row_s = std::max(0.0, (seconds[k++] - bytes / r.cache_bytes_per_s) / kRowProbeRows);
+    }
     return r;
   }
 
@@ -315,6 +331,7 @@ struct CpuCalibrator::State {
   std::int64_t outer_rows = 2;
   Rect outer_half;
   static constexpr std::int64_t cache_cols = 256;
+  static constexpr std::int64_t kRowProbeRows = 2048, kRowProbeCols = 8;  // 64 KiB: in the per-core cache
   static constexpr std::size_t kCopyCount = std::size_t{8} << 20;       // 32 MiB of floats: past the caches
   const CalibrationOptions o;
   const int n;
@@ -378,6 +395,7 @@ Machine machine_from_calibration(const Calibration& c) {
   t.cache_bytes_per_s = c.cache_bytes_per_s;
   t.outer_cache_capacity_bytes = c.outer_cache_capacity_bytes;
   t.outer_cache_bytes_per_s = c.outer_cache_bytes_per_s;
+  t.copy_row_s = c.copy_row_s;
   const double ram = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
   t.memory_capacity_bytes = static_cast<std::int64_t>(ram / c.devices);
   t.launch_latency_s = c.task_overhead_s;
@@ -419,6 +437,7 @@ nlohmann::json to_json(const Calibration& c) {
           {"outer_cache_bytes_per_s", c.outer_cache_bytes_per_s},
           {"copy_bytes_per_s_alone", c.copy_bytes_per_s_alone},
           {"copy_bytes_per_s_shared", c.copy_bytes_per_s_shared},
+          {"copy_row_s", c.copy_row_s},
           {"task_overhead_s", c.task_overhead_s},
           {"barrier_latency_s", c.barrier_latency_s}};
 }

@@ -14,6 +14,8 @@
 //               the last-level cache
 //   copies      copies between device memories, one alone and all workers at once →
 //               the bandwidth of a memory bus that concurrent copies share
+//   rows        a strided copy of short rows within the per-core cache → seconds per
+//               row beyond what its bytes take at the cache's bandwidth
 //   overhead    empty tasks through the executor → seconds per task
 //   barriers    a chain of elementwise nodes under bsp against async → seconds per barrier
 
@@ -51,6 +53,7 @@ struct Calibration {
   double outer_cache_bytes_per_s = 0;   // per worker, bytes read + written within that share
   double copy_bytes_per_s_alone = 0;    // one copy between device memories, nothing else running
   double copy_bytes_per_s_shared = 0;   // per copy, when every worker copies at once
+  double copy_row_s = 0;                // per contiguous run of a strided copy, beside its bytes
   double task_overhead_s = 0;           // executor bookkeeping per task
   double barrier_latency_s = 0;         // bsp: extra time per barrier (phase end to next phase start)
 };

@@ -6,7 +6,9 @@
 //                               (a compute task that is no contraction uses the device
 //                               type's generic_flops_per_s instead, when it is set, and
 //                               transcendental_flops_per_s for its exp/silu/... part)
-//   copy touch                  memory bytes / memory bandwidth + launch latency
+//   copy touch                  memory bytes / memory bandwidth + rows × copy_row_s
+//                               + launch latency (an accumulating touch adds
+//                               rows × copy_row_s to its memory time as well)
 //   input, output               0 (inputs are resident when the run starts; outputs stay
 //                               where they are)
 //   move                        not here: the network model times it
@@ -29,6 +31,10 @@ namespace tessel::sim {
 // Seconds `t` takes alone on a device of type `dt`. Error naming the device type and
 // dtype when the type has no peak for a task that needs one.
 [[nodiscard]] double compute_seconds(const Task& t, const TaskGraph& tg, const DeviceType& dt);
+
+// Contiguous runs (rows of the innermost dimension) a touch or move copies: its source
+// region's elements over the region's innermost extent.
+[[nodiscard]] double copy_rows(const Task& t);
 
 // Bytes of device memory traffic the model charges a compute or touch task.
 [[nodiscard]] double memory_traffic_bytes(const Task& t);

@@ -56,6 +56,8 @@ class Run {
 
  private:
   static constexpr std::int32_t kBarrierEvent = -1;
+  // Event::version of a move whose copy loop's per-row cost has passed: its transfer starts.
+  static constexpr std::uint32_t kMoveRowsDone = 0xffffffffu;
   struct Event {
     std::int32_t task;  // kBarrierEvent: the end of a bsp barrier
     std::uint32_t version;  // compute tasks: the device's run_version_ when it was scheduled
@@ -197,6 +199,13 @@ class Run {
         for (LinkId l : routes_.route(r)) link_bytes_[l.index()] += t.bytes;
         bytes_moved_ += t.bytes;
         SimTime serial = t.bytes > 0 ? to_sim_time(static_cast<double>(t.bytes) / routes_.bytes_per_s(r)) : 0;
+        // A copy loop's per-row cost (a CPU worker's strided copy), before its bytes flow.
+        const double row_s = type_of[static_cast<std::size_t>(in.dev)]->copy_row_s;
+        if (row_s > 0) {
+          if (move_rows_.empty()) move_rows_.assign(n, 0);
+          move_rows_[i] = to_sim_time(copy_rows(t) * row_s);
+          serial += move_rows_[i];
+        }
         in.rank = routes_.latency(r) + serial;
         in.amount = t.bytes;
       } else if (in.lane != kNoLane) {
@@ -329,6 +338,10 @@ class Run {
           if (e.task == kBarrierEvent) {  // a bsp barrier's latency has passed
             ++events_;
             next_phase(barrier_last_, t);
+            continue;
+          }
+          if (e.version == kMoveRowsDone) {
+            start_transfer(e.task, t);
             continue;
           }
           const Info& in = info_[static_cast<std::size_t>(e.task)];
@@ -550,9 +563,11 @@ class Run {
       std::size_t c = 0;
       while (moves_active_[base + c] >= 0) ++c;  // a free channel exists: the lane had a free slot
       moves_active_[base + c] = i;
-      double slowdown = interfere_ && applied_compute_[dev] ? comm_slowdown_ : 1.0;
-      network_->start(static_cast<std::int32_t>(base + c), in.route, in.amount, slowdown, t);
-      mark_interference(dev);
+      if (!move_rows_.empty() && move_rows_[ui] > 0) {  // the copy loop's rows first
+        queue_.push(t + move_rows_[ui], Event{i, kMoveRowsDone});
+      } else {
+        start_transfer(i, t);
+      }
       return;
     }
     if (in.lane == kCompute) {
@@ -565,6 +580,18 @@ class Run {
       return;
     }
     queue_.push(t + in.amount, Event{i, 0});
+  }
+
+  // Move i, holding a channel of its device since it started, hands its bytes to the network.
+  void start_transfer(std::int32_t i, SimTime t) {
+    const Info& in = info_[static_cast<std::size_t>(i)];
+    const auto dev = static_cast<std::size_t>(in.dev);
+    const std::size_t base = dev * static_cast<std::size_t>(o_.comm_channels);
+    std::size_t c = 0;
+    while (moves_active_[base + c] != i) ++c;
+    double slowdown = interfere_ && applied_compute_[dev] ? comm_slowdown_ : 1.0;
+    network_->start(static_cast<std::int32_t>(base + c), in.route, in.amount, slowdown, t);
+    mark_interference(dev);
   }
 
   void schedule_compute(std::int32_t i, std::size_t dev, SimTime t) {
@@ -820,6 +847,7 @@ class Run {
   LargeVector<Buf> bufs_;
   // cache model: per device its capacity, bytes held and LRU list (head: most recent);
   // per buffer its list links; per task the extra picoseconds when nothing is cached
+  LargeVector<SimTime> move_rows_;  // per task: a move's per-row copy cost (empty: none)
   bool cache_model_ = false;
   std::vector<std::int64_t> cache_cap_, cache_used_;
   std::vector<std::int32_t> lru_head_, lru_tail_, lru_prev_, lru_next_;
