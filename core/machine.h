@@ -37,7 +37,10 @@
 // Optional fields: a device type's peak_flops_per_s entries (a dtype left out cannot be
 // simulated), launch_latency_s (0), sm_count (0), efficiency ([] = 1); a device's link
 // lists ([]); hosts (one host "host0" when left out); routes ([]); interference (the
-// defaults below); barrier_latency_s (0). Errors name the field: "machine.links[2].bytes_per_s: ...".
+// defaults below); barrier_latency_s (0); and a device type's CPU-worker fields (0 or
+// false: not modelled): generic_flops_per_s, transcendental_flops_per_s, single_lane,
+// cache_capacity_bytes, cache_bytes_per_s, outer_cache_capacity_bytes,
+// outer_cache_bytes_per_s, copy_row_s. Errors name the field: "machine.links[2].bytes_per_s: ...".
 //
 // Presets (machine_preset): h100-sxm-8, a100-sxm-8, h100-pcie-4, cpu (cpu:N),
 // cluster:NODESxPRESET[,oversubscription=R] — e.g. cluster:128xh100-sxm-8.

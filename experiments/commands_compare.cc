@@ -306,7 +306,7 @@ void add_compare(CLI::App& app) {
     if (profiled) {
       for (const TaskGraph& tg : graphs) {
         profilers.push_back(std::make_unique<runtime::KernelProfiler>(
-            g, tg, runtime::KernelProfileOptions{devices, o->profile_seconds}));
+            g, tg, runtime::KernelProfileOptions{devices, o->profile_seconds, 0, cache_model}));
         kernels_profiled += profilers.back()->kernels();
       }
       std::fprintf(stderr, "profiling %zu kernels with %d workers, each strategy's right before its runs\n",

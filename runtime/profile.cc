@@ -82,6 +82,7 @@ struct KernelProfiler::State {
       cpu::einsum_block<T>(block, x.operands, x.out.data(), x.scratch);
     };
     const double hot = per_call_seconds(workers, o.seconds_per_kernel, setup, body);
+    if (!o.cold) return {hot, hot};
     // Between cold calls each worker writes memory of its own: the kernel's operands,
     // output and scratch leave the per-core cache for the shared one, as other tasks'
     // data pushes them out in a graph.

@@ -37,6 +37,7 @@ struct KernelProfileOptions {
   int devices = 2;                   // workers running each kernel at once
   double seconds_per_kernel = 0.002;  // minimum measuring time per kernel and round (hot; cold: half)
   std::int64_t evict_bytes = 0;       // written between cold calls; 0: twice the per-core cache
+  bool cold = true;                   // false: no cold calls (task_seconds_cold then gives the hot times)
 };
 
 class KernelProfiler {

@@ -340,11 +340,11 @@ class Run {
             next_phase(barrier_last_, t);
             continue;
           }
-          if (e.version == kMoveRowsDone) {
+          const Info& in = info_[static_cast<std::size_t>(e.task)];
+          if (in.lane == kComm) {  // a move's rows are copied (kMoveRowsDone): its bytes go
             start_transfer(e.task, t);
             continue;
           }
-          const Info& in = info_[static_cast<std::size_t>(e.task)];
           // A compute task's finish is stale once interference re-timed it.
           if (in.lane == kCompute && e.version != run_version_[static_cast<std::size_t>(in.dev)]) continue;
           finish_lane_task(e.task, t);

@@ -19,6 +19,10 @@
 //                slower and its outgoing moves comm_slowdown times slower; the factors
 //                are re-applied whenever either lane starts or stops (progress is kept).
 //                The copy lane neither causes nor suffers interference.
+//   copy rows    on a device type with copy_row_s (a CPU worker's strided copy loop), a
+//                touch takes rows × copy_row_s beside its bytes (compute_model.h), and a
+//                move into such a device holds its channel for its rows × copy_row_s
+//                before its bytes enter the network.
 //   cache        with SimOptions::task_seconds_cold, each device whose type has a
 //                cache_capacity_bytes keeps the buffers it used last, least recently
 //                used out first, as a CPU worker's per-core cache does: a compute task

@@ -106,5 +106,51 @@ TEST(ComputeModel, TheFootprintNotTheTrafficDecidesWhetherATaskRunsInCache) {
   EXPECT_DOUBLE_EQ(compute_seconds(touch, tg, dt), 3.0 * (1 << 19) / 1e11);
 }
 
+// A strided copy pays copy_row_s per contiguous run beside its bytes: a touch out of
+// rows of 16 floats copies elements / 16 rows; a whole-row copy of the same bytes, one.
+TEST(ComputeModel, TouchesPayPerRowTheirCopyLoopRuns) {
+  DeviceType dt;
+  dt.memory_bytes_per_s = 1e10;
+  dt.copy_row_s = 5e-9;
+  TaskGraph tg;
+  Task touch;
+  touch.kind = TaskKind::touch;
+  touch.op = TouchOp::copy;
+  touch.src = Rect{4, {0, 0, 0, 0}, {1, 2, 64, 16}};  // 2048 floats in 128 rows
+  touch.bytes = 2048 * 4;
+  EXPECT_DOUBLE_EQ(copy_rows(touch), 128);
+  EXPECT_DOUBLE_EQ(compute_seconds(touch, tg, dt), 2.0 * 8192 / 1e10 + 128 * 5e-9);
+  touch.src = Rect{1, {0}, {2048}};  // the same bytes in one row
+  EXPECT_DOUBLE_EQ(compute_seconds(touch, tg, dt), 2.0 * 8192 / 1e10 + 5e-9);
+  dt.copy_row_s = 0;  // GPUs: bytes only
+  EXPECT_DOUBLE_EQ(compute_seconds(touch, tg, dt), 2.0 * 8192 / 1e10);
+}
+
+// A move into a device whose type has copy_row_s occupies its channel for its rows
+// first, then its bytes cross the route: latency + rows × copy_row_s + bytes / bandwidth.
+TEST(SingleLane, MovesPayPerRowBeforeTheirBytesFlow) {
+  for (const char* network : {"alpha-beta", "flow"}) {
+    Machine m = two_workers(true);
+    const double row_s = 1e-6;
+    Graph g = build_workload("chain:m=8,k=8,n=8,p=8");
+    TaskGraph tg = lower(g, split_largest(g, 2));
+    SimOptions o;
+    o.network = network;
+    SimResult plain = simulate(tg, m, o);
+    m.device_types[0].copy_row_s = row_s;
+    SimResult rows = simulate(tg, m, o);
+    int moves = 0;
+    for (std::size_t i = 0; i < tg.size(); ++i) {
+      const Task& t = tg.tasks[i];
+      if (t.kind != TaskKind::move) continue;
+      ++moves;
+      const double before = plain.timeline.spans[i].end_s - plain.timeline.spans[i].start_s;
+      const double after = rows.timeline.spans[i].end_s - rows.timeline.spans[i].start_s;
+      EXPECT_NEAR(after - before, copy_rows(t) * row_s, 1e-12) << network << " move " << i;
+    }
+    EXPECT_GT(moves, 0);
+  }
+}
+
 }  // namespace
 }  // namespace tessel::sim
