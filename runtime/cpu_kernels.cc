@@ -144,6 +144,21 @@ Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> arr(T* p, int n) {
   return Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>(p, n);
 }
 
+// agg_combine in T, inlined (agg_combine computes in double; for +, ×, max and min of
+// two floats that rounds to the same float as the float operation does, so results
+// are bit for bit those of agg_combine).
+template <class T>
+inline T combine(Agg agg, T acc, T v) {
+  switch (agg) {
+    case Agg::sum: return acc + v;
+    case Agg::prod: return acc * v;
+    case Agg::max: return v > acc ? v : acc;
+    case Agg::min: return v < acc ? v : acc;
+    case Agg::none: return v;
+  }
+  return v;
+}
+
 // acc combined with v[0..n) under `agg`, in kLanes independent partial results so that
 // the loop vectorises (a single running sum cannot be reordered by the compiler). The
 // order of combination is fixed, so results stay bit-for-bit repeatable.
@@ -151,7 +166,7 @@ template <class T>
 T reduce_chunk(Agg agg, T acc, const T* v, int n) {
   constexpr int kLanes = 16;
   if (n < kLanes || agg == Agg::none) {
-    for (int x = 0; x < n; ++x) acc = static_cast<T>(agg_combine(agg, acc, v[x]));
+    for (int x = 0; x < n; ++x) acc = combine<T>(agg, acc, v[x]);
     return acc;
   }
   // Every lane starts at the identity, so that each value meets the same comparison as
@@ -167,8 +182,8 @@ T reduce_chunk(Agg agg, T acc, const T* v, int n) {
       case Agg::min: for (int l = 0; l < kLanes; ++l) part[l] = v[x + l] < part[l] ? v[x + l] : part[l]; break;
       case Agg::none: break;
     }
-  for (; x < n; ++x) part[x % kLanes] = static_cast<T>(agg_combine(agg, part[x % kLanes], v[x]));
-  for (int l = 0; l < kLanes; ++l) acc = static_cast<T>(agg_combine(agg, acc, part[l]));
+  for (; x < n; ++x) part[x % kLanes] = combine<T>(agg, part[x % kLanes], v[x]);
+  for (int l = 0; l < kLanes; ++l) acc = combine<T>(agg, acc, part[l]);
   return acc;
 }
 
@@ -296,7 +311,7 @@ void generic_path(const Einsum& e, const std::vector<const T*>& ops, T* out, Scr
       } else if (os == 1 && e.agg == Agg::max) {
         for (int x = 0; x < n; ++x) o[x] = v[x] > o[x] ? v[x] : o[x];
       } else {
-        for (int x = 0; x < n; ++x) o[x * os] = static_cast<T>(agg_combine(e.agg, o[x * os], v[x]));
+        for (int x = 0; x < n; ++x) o[x * os] = combine<T>(e.agg, o[x * os], v[x]);
       }
     }
     int k = n_outer - 1;
@@ -367,7 +382,7 @@ void copy_region(const T* from, const Shape& from_shape, const Rect& src, T* to,
       case Agg::none: std::copy(f, f + inner, t); break;
       case Agg::sum: for (std::int64_t i = 0; i < inner; ++i) t[i] += f[i]; break;
       default:
-        for (std::int64_t i = 0; i < inner; ++i) t[i] = static_cast<T>(agg_combine(combine, t[i], f[i]));
+        for (std::int64_t i = 0; i < inner; ++i) t[i] = cpu::combine<T>(combine, t[i], f[i]);
     }
     int d = rank - 2;
     while (d >= 0 && ++c[d] == src.size[d]) {
