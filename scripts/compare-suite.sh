@@ -30,7 +30,8 @@ for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
     rk = j["ranking"]
     apart += rk["measured_apart"]
     agree += rk["measured_apart_agree"]
-    lines.append(f"  {j['graph']:<32} MAPE {j['mape_pct']:5.1f}% (analytic {j['mape_analytic_pct']:5.1f}%)"
+    lines.append(f"  {j['graph']:<32} MAPE {j['mape_pct']:5.1f}% (hot {j.get('mape_hot_pct', j['mape_pct']):5.1f}%,"
+                 f" analytic {j['mape_analytic_pct']:5.1f}%)"
                  f"   Kendall tau {j['kendall_tau']:+.2f}   ordered alike {rk['measured_apart_agree']}/"
                  f"{rk['measured_apart']} of {rk['pairs']} pairs   correct {j['correct']}")
     for p in rk["by_pair"]:
@@ -40,7 +41,27 @@ for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
 print("\n".join(lines))
 mape = sum(abs(r["error_pct"]) for r in rows) / len(rows)
 analytic = sum(abs(r.get("error_analytic_pct", r["error_pct"])) for r in rows) / len(rows)
-print(f"  suite: {len(rows)} rows, MAPE {mape:.1f}% with profiled kernels, {analytic:.1f}% analytic, "
+hot = sum(abs(r.get("error_hot_pct", r["error_pct"])) for r in rows) / len(rows)
+print(f"  suite: {len(rows)} rows, MAPE {mape:.1f}% with profiled kernels, {hot:.1f}% with their hot times only, "
+      f"{analytic:.1f}% analytic, "
       f"all correct: {all(r['correct'] for r in rows)}")
 print(f"  ranking: {agree} of {apart} strategy pairs measured apart in every round are simulated in the same order")
+# The same check on the simulation with hot kernel times only (rows carry simulated_hot_s
+# when compare ran its cache model), recomputed from the rows' per-round measurements.
+hot_apart = hot_agree = 0
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
+    rs = json.load(open(f))["rows"]
+    for i, a in enumerate(rs):
+        for b in rs[i + 1:]:
+            if a["policy"] != b["policy"] or "simulated_hot_s" not in a:
+                continue
+            pairs = list(zip(a["round_measured_s"], b["round_measured_s"]))
+            faster = all(x < y for x, y in pairs)
+            slower = all(x > y for x, y in pairs)
+            if len(pairs) < 3 or not (faster or slower):
+                continue
+            hot_apart += 1
+            hot_agree += (a["simulated_hot_s"] < b["simulated_hot_s"]) == faster
+if hot_apart:
+    print(f"  ranking with hot kernel times only: {hot_agree} of {hot_apart}")
 PY

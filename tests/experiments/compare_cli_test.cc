@@ -127,6 +127,10 @@ TEST(CompareCli, WithoutAMachineItCalibratesDuringTheTimedRoundsAndReportsTheCal
   EXPECT_EQ(j["compute_model"], "profiled");
   EXPECT_GT(j["kernels_profiled"].get<int>(), 0);
   EXPECT_EQ(j["cache_model"], true);
+  // ... and the same profile's hot-only simulation beside it.
+  EXPECT_GT(j["rows"][0]["simulated_hot_s"].get<double>(), 0);
+  EXPECT_TRUE(std::isfinite(j["rows"][0]["error_hot_pct"].get<double>()));
+  EXPECT_TRUE(std::isfinite(j["mape_hot_pct"].get<double>()));
   EXPECT_GT(j["rows"][0]["simulated_analytic_s"].get<double>(), 0);
   EXPECT_TRUE(std::isfinite(j["mape_analytic_pct"].get<double>()));
   // One paired error per timed round; the row's error is their median.
@@ -156,6 +160,8 @@ TEST(CompareCli, AnalyticComputeModelSkipsProfiling) {
   j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["compute_model"], "profiled");
   EXPECT_EQ(j["cache_model"], false);
+  EXPECT_FALSE(j["rows"][0].contains("simulated_hot_s"));
+  EXPECT_EQ(j["mape_hot_pct"], j["mape_pct"]);
   r = run_tessel("compare -w chain:size=32 -d 2 --compute-model guessed");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("--compute-model"), std::string::npos) << r.err;
