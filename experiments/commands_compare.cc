@@ -300,7 +300,11 @@ void add_compare(CLI::App& app) {
       calibrator = std::make_unique<runtime::CpuCalibrator>(runtime::CalibrationOptions{devices, o->calibration_seconds, 1});
     }
     const bool profiled = o->compute_model == "profiled";
-    const bool cache_model = !o->no_cache_model;
+    // The cache model needs a per-core cache size: a calibration here always has one; a
+    // given machine may not (then the cold profile would change nothing: not taken).
+    bool machine_has_cache = calibrated_now;
+    for (const DeviceType& t : machine.device_types) machine_has_cache = machine_has_cache || t.cache_capacity_bytes > 0;
+    const bool cache_model = profiled && !o->no_cache_model && machine_has_cache;
     std::vector<std::unique_ptr<runtime::KernelProfiler>> profilers;  // per strategy
     std::size_t kernels_profiled = 0;
     if (profiled) {
@@ -514,7 +518,7 @@ void add_compare(CLI::App& app) {
                   {"warmup", o->warmup},
                   {"compute_model", o->compute_model},
                   {"kernels_profiled", kernels_profiled},
-                  {"cache_model", profiled && cache_model},
+                  {"cache_model", cache_model},
                   {"rows", rows},
                   {"mape_pct", mape},
                   {"mape_analytic_pct", mape_analytic},

@@ -73,6 +73,9 @@ struct CpuCalibrator::State {
     c.cache_capacity_bytes = l2 > 0 ? l2 : (1 << 20);
     cache_rows = std::max<std::int64_t>(2, c.cache_capacity_bytes / 4 / 2 / cache_cols / 2 * 2);
     cache_half = Rect{2, {0, 0}, {cache_rows / 2, cache_cols}};
+    // The row probe's array: 2R rows of 2 × kRowProbeCols floats (a 64-byte line each),
+    // half the per-core cache.
+    row_rows = std::max<std::int64_t>(64, c.cache_capacity_bytes / 256);
     // The last-level cache, shared by the workers: each gets its share. The outer probe
     // copies within half of that share; the memory probe within twice the whole cache,
     // so that it measures the memory and not the cache.
@@ -204,13 +207,13 @@ struct CpuCalibrator::State {
       };
       return std::max(0.0, median(boundary) - median(dispatch));
     });
-    // Strided copies of short rows within the per-core cache: kRowProbeRows rows of
+    // Strided copies of short rows within the per-core cache: row_rows rows of
     // kRowProbeCols floats out of rows twice as wide, as touches cut a narrow block out
     // of a wider one.
     probes.emplace_back([this] {
-      Shape shape{2 * kRowProbeRows, 2 * kRowProbeCols};
-      Rect src{2, {0, 0}, {kRowProbeRows, kRowProbeCols}};
-      Rect dst{2, {kRowProbeRows, kRowProbeCols}, {kRowProbeRows, kRowProbeCols}};
+      Shape shape{2 * row_rows, 2 * kRowProbeCols};
+      Rect src{2, {0, 0}, {row_rows, kRowProbeCols}};
+      Rect dst{2, {row_rows, kRowProbeCols}, {row_rows, kRowProbeCols}};
       std::vector<std::vector<float>> buf(n);
       return per_call_seconds(
           n, o.seconds_per_point, [&](int w) { buf[w].assign(static_cast<std::size_t>(elements(shape)), 1.f); },
@@ -318,8 +321,8 @@ struct CpuCalibrator::State {
     r.task_overhead_s = seconds[k++];
     r.barrier_latency_s = seconds[k++];
     {
-      const double bytes = 2.0 * kRowProbeRows * kRowProbeCols * 4;  // read and written
-      r.copy_row_s = std::max(0.0, (seconds[k++] - bytes / r.cache_bytes_per_s) / kRowProbeRows);
+      const double bytes = 2.0 * static_cast<double>(row_rows) * kRowProbeCols * 4;  // read and written
+      r.copy_row_s = std::max(0.0, (seconds[k++] - bytes / r.cache_bytes_per_s) / static_cast<double>(row_rows));
     }
     return r;
   }
@@ -331,7 +334,8 @@ struct CpuCalibrator::State {
   std::int64_t outer_rows = 2;
   Rect outer_half;
   static constexpr std::int64_t cache_cols = 256;
-  static constexpr std::int64_t kRowProbeRows = 2048, kRowProbeCols = 8;  // 64 KiB: in the per-core cache
+  static constexpr std::int64_t kRowProbeCols = 8;  // 32-byte rows
+  std::int64_t row_rows = 0;                         // rows the row probe copies
   static constexpr std::size_t kCopyCount = std::size_t{8} << 20;       // 32 MiB of floats: past the caches
   const CalibrationOptions o;
   const int n;

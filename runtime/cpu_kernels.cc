@@ -363,7 +363,7 @@ void copy_region(const T* from, const Shape& from_shape, const Rect& src, T* to,
                  const Rect& dst, Agg combine) {
   const int rank = src.rank;
   if (rank == 0) {
-    to[0] = combine == Agg::none ? from[0] : static_cast<T>(agg_combine(combine, to[0], from[0]));
+    to[0] = cpu::combine<T>(combine, to[0], from[0]);
     return;
   }
   auto fs = strides_of(from_shape);

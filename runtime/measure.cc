@@ -13,6 +13,7 @@
 #include <array>
 #include <barrier>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <thread>
 #include <vector>
@@ -44,8 +45,12 @@ constexpr int kBatches = 5;
 
 namespace {
 
+// calls_per_batch == 0: batches of calls timed together until each lasts
+// min_seconds / kBatches; otherwise that many calls per batch, each after `before` and
+// a barrier, timed one by one.
 double measure_calls(int workers, double min_seconds, const std::function<void(int)>& setup,
-                     const std::function<void(int)>* before, const std::function<void(int)>& body) {
+                     const std::function<void(int)>* before, long calls_per_batch,
+                     const std::function<void(int)>& body) {
   using Clock = std::chrono::steady_clock;
   std::vector<double> per_call(static_cast<std::size_t>(workers));
   std::barrier sync(workers);
@@ -74,13 +79,13 @@ double measure_calls(int workers, double min_seconds, const std::function<void(i
             elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
           } while (elapsed < min_seconds / kBatches);
         } else {
-          do {
+          for (; calls < calls_per_batch; ++calls) {
             (*before)(w);
+            sync.arrive_and_wait();  // every worker's `before` is over
             auto t0 = Clock::now();
             body(w);
             elapsed += std::chrono::duration<double>(Clock::now() - t0).count();
-            ++calls;
-          } while (calls < 3 || elapsed < min_seconds / kBatches);
+          }
         }
         b = elapsed / static_cast<double>(calls);
       }
@@ -97,12 +102,15 @@ double measure_calls(int workers, double min_seconds, const std::function<void(i
 
 double per_call_seconds(int workers, double min_seconds, const std::function<void(int)>& setup,
                         const std::function<void(int)>& body) {
-  return measure_calls(workers, min_seconds, setup, nullptr, body);
+  return measure_calls(workers, min_seconds, setup, nullptr, 0, body);
 }
 
-double per_call_seconds_after(int workers, double min_seconds, const std::function<void(int)>& setup,
-                              const std::function<void(int)>& before, const std::function<void(int)>& body) {
-  return measure_calls(workers, min_seconds, setup, &before, body);
+double per_call_seconds_after(int workers, double min_seconds, double expected_call_seconds,
+                              const std::function<void(int)>& setup, const std::function<void(int)>& before,
+                              const std::function<void(int)>& body) {
+  const double wanted = min_seconds / kBatches / std::max(expected_call_seconds, 1e-9);
+  const long calls = std::clamp(static_cast<long>(std::ceil(wanted)), 3L, 200L);
+  return measure_calls(workers, min_seconds, setup, &before, calls, body);
 }
 
 std::int64_t per_core_cache_bytes() {

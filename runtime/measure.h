@@ -29,11 +29,14 @@ void set_worker_float_mode();
 [[nodiscard]] double per_call_seconds(int workers, double min_seconds, const std::function<void(int)>& setup,
                                       const std::function<void(int)>& body);
 
-// The same with before(worker) run, untimed, before every timed call of body(worker) —
-// each call is then timed on its own and only the calls count towards `min_seconds`
-// (at least three calls per batch) — for a body measured in a state that `before`
-// leaves, such as caches emptied of its data.
-[[nodiscard]] double per_call_seconds_after(int workers, double min_seconds, const std::function<void(int)>& setup,
+// The same with before(worker) run, untimed, before every timed call of body(worker),
+// for a body measured in the state `before` leaves (caches emptied of its data, say).
+// Each call is timed on its own, after every worker has finished its `before` (so that
+// no worker's `before` disturbs another's timed call); each batch makes the same number
+// of calls on every worker: enough for `min_seconds` in all at `expected_call_seconds`
+// a call, at least 3 and at most 200.
+[[nodiscard]] double per_call_seconds_after(int workers, double min_seconds, double expected_call_seconds,
+                                            const std::function<void(int)>& setup,
                                             const std::function<void(int)>& before,
                                             const std::function<void(int)>& body);
 

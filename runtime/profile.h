@@ -54,7 +54,7 @@ class KernelProfiler {
   // Per task: its kernel's seconds per call in round `round` (0-based) for compute
   // tasks, -1 for every other task. An error for a round not measured.
   [[nodiscard]] std::vector<double> task_seconds(int round) const;
-  // The same for the cold calls.
+  // The same for the cold calls, never below the hot figure.
   [[nodiscard]] std::vector<double> task_seconds_cold(int round) const;
 
  private:

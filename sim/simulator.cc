@@ -199,8 +199,9 @@ class Run {
         for (LinkId l : routes_.route(r)) link_bytes_[l.index()] += t.bytes;
         bytes_moved_ += t.bytes;
         SimTime serial = t.bytes > 0 ? to_sim_time(static_cast<double>(t.bytes) / routes_.bytes_per_s(r)) : 0;
-        // A copy loop's per-row cost (a CPU worker's strided copy), before its bytes flow.
-        const double row_s = type_of[static_cast<std::size_t>(in.dev)]->copy_row_s;
+        // A copy loop's per-row cost (the receiving CPU worker's strided copy), before its
+        // bytes flow.
+        const double row_s = type_of[t.dst_device.index()]->copy_row_s;
         if (row_s > 0) {
           if (move_rows_.empty()) move_rows_.assign(n, 0);
           move_rows_[i] = to_sim_time(copy_rows(t) * row_s);
@@ -342,6 +343,7 @@ class Run {
           }
           const Info& in = info_[static_cast<std::size_t>(e.task)];
           if (in.lane == kComm) {  // a move's rows are copied (kMoveRowsDone): its bytes go
+            ++events_;
             start_transfer(e.task, t);
             continue;
           }
@@ -484,7 +486,9 @@ class Run {
         cold_extra_[i] = std::max<SimTime>(0, to_sim_time(cold) - static_cast<SimTime>(info_[i].amount));
     }
     // As the CPU executor starts a run: each worker first touches every buffer of its
-    // device in id order, then writes its input blocks.
+    // device in id order, then writes its input blocks. (The executor preallocates so
+    // while all buffers fit in a quarter of the RAM; beyond, it allocates each buffer
+    // when first written, and this start state is then only an approximation.)
     for (std::size_t b = 0; b < nb; ++b) cache_use(static_cast<std::int32_t>(b));
     for (std::size_t i = 0; i < static_cast<std::size_t>(n_); ++i)
       if (tg_.tasks[i].kind == TaskKind::input) cache_use(info_[i].writes);
@@ -535,8 +539,16 @@ class Run {
         total += bufs_[ub].bytes;
         if (!in_cache_[ub]) missing += bufs_[ub].bytes;
       };
-      for (std::uint16_t k = 0; k < in.reads; ++k) count(reads[k]);
-      if (in.writes >= 0) count(in.writes);
+      // Each buffer once: an operand read twice (x·x of RMSNorm) or read and written is
+      // one set of cache lines.
+      auto seen_before = [&](std::uint16_t k, std::int32_t b) {
+        for (std::uint16_t j = 0; j < k; ++j)
+          if (reads[j] == b) return true;
+        return false;
+      };
+      for (std::uint16_t k = 0; k < in.reads; ++k)
+        if (!seen_before(k, reads[k])) count(reads[k]);
+      if (in.writes >= 0 && !seen_before(in.reads, in.writes)) count(in.writes);
       if (total > 0)
         extra = static_cast<SimTime>(std::llround(static_cast<double>(cold_extra_[ui]) * static_cast<double>(missing) /
                                                   static_cast<double>(total)));
@@ -565,6 +577,7 @@ class Run {
       moves_active_[base + c] = i;
       if (!move_rows_.empty() && move_rows_[ui] > 0) {  // the copy loop's rows first
         queue_.push(t + move_rows_[ui], Event{i, kMoveRowsDone});
+        mark_interference(dev);  // the comm lane is busy from now on, as for any move
       } else {
         start_transfer(i, t);
       }

