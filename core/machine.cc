@@ -155,6 +155,8 @@ void Machine::validate(std::string_view what_sv) const {
            t.outer_cache_capacity_bytes);
     if (!finite_non_negative(t.copy_row_s))
       fail(w, ".copy_row_s: must be a finite number >= 0, got ", t.copy_row_s);
+    if (!finite_non_negative(t.generic_row_s))
+      fail(w, ".generic_row_s: must be a finite number >= 0, got ", t.generic_row_s);
     if (!finite_non_negative(t.transcendental_flops_per_s))
       fail(w, ".transcendental_flops_per_s: must be a finite number >= 0, got ", t.transcendental_flops_per_s);
     if (!finite_non_negative(t.generic_flops_per_s))
@@ -614,6 +616,7 @@ json to_json(const Machine& m) {
                      {"outer_cache_capacity_bytes", t.outer_cache_capacity_bytes},
                      {"outer_cache_bytes_per_s", t.outer_cache_bytes_per_s},
                      {"copy_row_s", t.copy_row_s},
+                     {"generic_row_s", t.generic_row_s},
                      {"single_lane", t.single_lane}});
   }
   json hosts = json::array();
@@ -689,6 +692,7 @@ Machine machine_from_json(const json& j, std::string_view what_sv) {
     t.outer_cache_bytes_per_s = number_field_or(tj, "outer_cache_bytes_per_s", w, 0.0);
     t.outer_cache_capacity_bytes = bytes_field("outer_cache_capacity_bytes");
     t.copy_row_s = number_field_or(tj, "copy_row_s", w, 0.0);
+    t.generic_row_s = number_field_or(tj, "generic_row_s", w, 0.0);
     if (tj.contains("single_lane")) {
       if (!tj.at("single_lane").is_boolean()) fail(w, ".single_lane: expected true or false, got ", tj.at("single_lane").dump());
       t.single_lane = tj.at("single_lane").get<bool>();

@@ -40,7 +40,7 @@
 // defaults below); barrier_latency_s (0); and a device type's CPU-worker fields (0 or
 // false: not modelled): generic_flops_per_s, transcendental_flops_per_s, single_lane,
 // cache_capacity_bytes, cache_bytes_per_s, outer_cache_capacity_bytes,
-// outer_cache_bytes_per_s, copy_row_s. Errors name the field: "machine.links[2].bytes_per_s: ...".
+// outer_cache_bytes_per_s, copy_row_s, generic_row_s. Errors name the field: "machine.links[2].bytes_per_s: ...".
 //
 // Presets (machine_preset): h100-sxm-8, a100-sxm-8, h100-pcie-4, cpu (cpu:N),
 // cluster:NODESxPRESET[,oversubscription=R] — e.g. cluster:128xh100-sxm-8.
@@ -112,6 +112,10 @@ struct DeviceType {
   // its bytes: a CPU pays its loop and address arithmetic per row, so copying a
   // [b, h, s, 16] block costs far more than its bytes say. 0 = none (GPUs' copy kernels).
   double copy_row_s = 0;
+  // Seconds a generic (non-contraction) kernel spends per row of its block's innermost
+  // dimension beside its flops: the CPU's generic loop pays its setup per row, so a
+  // softmax over rows of 64 costs more per element than one over rows of 1024. 0 = none.
+  double generic_row_s = 0;
 
   [[nodiscard]] double peak(DType t) const { return peak_flops_per_s[static_cast<int>(t)]; }
   [[nodiscard]] double efficiency_at(double flops) const;

@@ -219,6 +219,9 @@ struct CpuCalibrator::State {
           n, o.seconds_per_point, [&](int w) { buf[w].assign(static_cast<std::size_t>(elements(shape)), 1.f); },
           [&](int w) { cpu::copy_region<float>(buf[w].data(), shape, src, buf[w].data(), shape, dst, Agg::none); });
     });
+    // Generic kernels over short rows (a broadcast and a row reduction, rows of
+    // kShortCols): their time beyond the generic rate, per row.
+    for (const Einsum& e : short_rows) probes.emplace_back(generic_probe(e));
     samples.resize(probes.size());
   }
 
@@ -324,6 +327,15 @@ struct CpuCalibrator::State {
       const double bytes = 2.0 * static_cast<double>(row_rows) * kRowProbeCols * 4;  // read and written
       r.copy_row_s = std::max(0.0, (seconds[k++] - bytes / r.cache_bytes_per_s) / static_cast<double>(row_rows));
     }
+    {
+      double flops = 0, s = 0, short_rows_total = 0;
+      for (const Einsum& e : short_rows) {
+        flops += e.flops();
+        s += seconds[k++];
+        short_rows_total += static_cast<double>(e.join_elements() / e.join_shape.back());
+      }
+      r.generic_row_s = std::max(0.0, (s - flops / r.generic_flops_per_s) / short_rows_total);
+    }
     return r;
   }
 
@@ -349,6 +361,10 @@ struct CpuCalibrator::State {
   const std::vector<Einsum> transcendental = {
       Einsum::from_subscripts("ij->ij", {{rows, cols}}, ScalarOp::parse("exp(x0)")),
       Einsum::from_subscripts("ij,ij->ij", {{rows, cols}, {rows, cols}}, ScalarOp::parse("mul(silu(x0),x1)"))};
+  static constexpr std::int64_t kShortCols = 32, kShortRows = rows * cols / kShortCols / 16;  // 64 KiB
+  const std::vector<Einsum> short_rows = {
+      Einsum::from_subscripts("ij,i->ij", {{kShortRows, kShortCols}, {kShortRows}}, ScalarOp::parse("sub(x0,x1)")),
+      Einsum::from_subscripts("ij->i", {{kShortRows, kShortCols}}, ScalarOp::parse("x0"), Agg::max)};
   std::int64_t cache_rows = 2;
   Rect cache_half;
   Graph overhead_graph;
@@ -400,6 +416,7 @@ Machine machine_from_calibration(const Calibration& c) {
   t.outer_cache_capacity_bytes = c.outer_cache_capacity_bytes;
   t.outer_cache_bytes_per_s = c.outer_cache_bytes_per_s;
   t.copy_row_s = c.copy_row_s;
+  t.generic_row_s = c.generic_row_s;
   const double ram = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
   t.memory_capacity_bytes = static_cast<std::int64_t>(ram / c.devices);
   t.launch_latency_s = c.task_overhead_s;
@@ -442,6 +459,7 @@ nlohmann::json to_json(const Calibration& c) {
           {"copy_bytes_per_s_alone", c.copy_bytes_per_s_alone},
           {"copy_bytes_per_s_shared", c.copy_bytes_per_s_shared},
           {"copy_row_s", c.copy_row_s},
+          {"generic_row_s", c.generic_row_s},
           {"task_overhead_s", c.task_overhead_s},
           {"barrier_latency_s", c.barrier_latency_s}};
 }

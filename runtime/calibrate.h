@@ -15,7 +15,8 @@
 //   copies      copies between device memories, one alone and all workers at once →
 //               the bandwidth of a memory bus that concurrent copies share
 //   rows        a strided copy of short rows within the per-core cache → seconds per
-//               row beyond what its bytes take at the cache's bandwidth
+//               row beyond what its bytes take at the cache's bandwidth; generic kernels
+//               over short rows → seconds per row beyond what their flops take
 //   overhead    empty tasks through the executor → seconds per task
 //   barriers    a chain of elementwise nodes under bsp against async → seconds per barrier
 
@@ -54,6 +55,7 @@ struct Calibration {
   double copy_bytes_per_s_alone = 0;    // one copy between device memories, nothing else running
   double copy_bytes_per_s_shared = 0;   // per copy, when every worker copies at once
   double copy_row_s = 0;                // per contiguous run of a strided copy, beside its bytes
+  double generic_row_s = 0;             // per row of a generic kernel's block, beside its flops
   double task_overhead_s = 0;           // executor bookkeeping per task
   double barrier_latency_s = 0;         // bsp: extra time per barrier (phase end to next phase start)
 };

@@ -17,7 +17,7 @@ double footprint_bytes(const Task& t) {
   return t.kind == TaskKind::touch ? 2 * b : b;
 }
 
-double copy_rows(const Task& t) {
+double inner_rows(const Task& t) {
   if (t.src.rank == 0) return 1;
   const std::int64_t inner = t.src.size[t.src.rank - 1];
   return inner > 0 ? static_cast<double>(t.src.elements() / inner) : 0.0;
@@ -41,6 +41,7 @@ double compute_seconds(const Task& t, const TaskGraph& tg, const DeviceType& dt)
     } else {
       flop_s = t.flops / dt.generic_flops_per_s;
     }
+    if (generic_rate) flop_s += inner_rows(t) * dt.generic_row_s;
   }
   const double traffic = memory_traffic_bytes(t);
   const double footprint = footprint_bytes(t);
@@ -50,7 +51,7 @@ double compute_seconds(const Task& t, const TaskGraph& tg, const DeviceType& dt)
   else if (dt.outer_cache_bytes_per_s > 0 && footprint <= static_cast<double>(dt.outer_cache_capacity_bytes))
     bandwidth = dt.outer_cache_bytes_per_s;
   double mem_s = traffic / bandwidth;
-  if (t.kind == TaskKind::touch && dt.copy_row_s > 0) mem_s += copy_rows(t) * dt.copy_row_s;
+  if (t.kind == TaskKind::touch && dt.copy_row_s > 0) mem_s += inner_rows(t) * dt.copy_row_s;
   return std::max(flop_s, mem_s) + dt.launch_latency_s;
 }
 

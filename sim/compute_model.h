@@ -5,7 +5,8 @@
 //                                   memory bytes / memory bandwidth) + launch latency
 //                               (a compute task that is no contraction uses the device
 //                               type's generic_flops_per_s instead, when it is set, and
-//                               transcendental_flops_per_s for its exp/silu/... part)
+//                               transcendental_flops_per_s for its exp/silu/... part,
+//                               plus its block's rows × generic_row_s)
 //   copy touch                  memory bytes / memory bandwidth + rows × copy_row_s
 //                               + launch latency (an accumulating touch adds
 //                               rows × copy_row_s to its memory time as well)
@@ -32,9 +33,10 @@ namespace tessel::sim {
 // dtype when the type has no peak for a task that needs one.
 [[nodiscard]] double compute_seconds(const Task& t, const TaskGraph& tg, const DeviceType& dt);
 
-// Contiguous runs (rows of the innermost dimension) a touch or move copies: its source
-// region's elements over the region's innermost extent.
-[[nodiscard]] double copy_rows(const Task& t);
+// Rows of the innermost dimension a task walks: a touch's or move's source region, a
+// compute task's block, elements over the innermost extent (the contiguous runs a copy
+// loop copies; the inner loops a generic kernel runs).
+[[nodiscard]] double inner_rows(const Task& t);
 
 // Bytes of device memory traffic the model charges a compute or touch task.
 [[nodiscard]] double memory_traffic_bytes(const Task& t);

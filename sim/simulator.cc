@@ -204,7 +204,7 @@ class Run {
         const double row_s = type_of[t.dst_device.index()]->copy_row_s;
         if (row_s > 0) {
           if (move_rows_.empty()) move_rows_.assign(n, 0);
-          move_rows_[i] = to_sim_time(copy_rows(t) * row_s);
+          move_rows_[i] = to_sim_time(inner_rows(t) * row_s);
           serial += move_rows_[i];
         }
         in.rank = routes_.latency(r) + serial;

@@ -98,6 +98,7 @@ TEST(Machine, JsonRoundTripsEveryPreset) {
     m.interference.comm_sms = 8;
     m.barrier_latency_s = 2.5e-6;
     m.device_types[0].copy_row_s = 4.5e-9;
+    m.device_types[0].generic_row_s = 1.5e-8;
     Machine back = machine_from_json(json::parse(to_json(m).dump()), name);
     EXPECT_EQ(back, m) << name;
   }
@@ -179,6 +180,9 @@ TEST(Machine, BadJsonNamesTheField) {
   j = ring_json();
   j["device_types"][0]["copy_row_s"] = -1e-9;
   expect_error(j, "m.json.device_types[0].copy_row_s: must be a finite number >= 0");
+  j = ring_json();
+  j["device_types"][0]["generic_row_s"] = "fast";
+  expect_error(j, "m.json.device_types[0].generic_row_s");
   j = ring_json();
   j["device_types"][0]["cache_capacity_bytes"] = 1 << 20;
   j["device_types"][0]["cache_bytes_per_s"] = 1e11;

@@ -33,6 +33,8 @@ TEST(CpuCalibrator, EveryPointIsMeasuredEachRoundAndTheResultMakesAValidMachine)
   EXPECT_GE(c.barrier_latency_s, 0);
   EXPECT_GE(c.copy_row_s, 0);
   EXPECT_LT(c.copy_row_s, 1e-6);  // a row of 8 floats within the cache: nanoseconds, not microseconds
+  EXPECT_GE(c.generic_row_s, 0);
+  EXPECT_LT(c.generic_row_s, 1e-5);  // a row of 32 floats through the generic loop
   if (c.outer_cache_capacity_bytes > 0) {  // a last-level cache was found
     EXPECT_GT(c.outer_cache_capacity_bytes, c.cache_capacity_bytes);
     EXPECT_GT(c.outer_cache_bytes_per_s, 0);
@@ -44,6 +46,7 @@ TEST(CpuCalibrator, EveryPointIsMeasuredEachRoundAndTheResultMakesAValidMachine)
   EXPECT_EQ(m.num_devices(), 2);
   EXPECT_EQ(m.barrier_latency_s, c.barrier_latency_s);
   EXPECT_EQ(m.device_types[0].copy_row_s, c.copy_row_s);
+  EXPECT_EQ(m.device_types[0].generic_row_s, c.generic_row_s);
   // Each round alone gives figures too (compare pairs them with its runs), and only
   // measured rounds exist.
   for (int r = 0; r < 3; ++r) EXPECT_GT(cal.round_result(r).peak_flops_per_s, 0) << r;

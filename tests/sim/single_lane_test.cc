@@ -118,12 +118,33 @@ TEST(ComputeModel, TouchesPayPerRowTheirCopyLoopRuns) {
   touch.op = TouchOp::copy;
   touch.src = Rect{4, {0, 0, 0, 0}, {1, 2, 64, 16}};  // 2048 floats in 128 rows
   touch.bytes = 2048 * 4;
-  EXPECT_DOUBLE_EQ(copy_rows(touch), 128);
+  EXPECT_DOUBLE_EQ(inner_rows(touch), 128);
   EXPECT_DOUBLE_EQ(compute_seconds(touch, tg, dt), 2.0 * 8192 / 1e10 + 128 * 5e-9);
   touch.src = Rect{1, {0}, {2048}};  // the same bytes in one row
   EXPECT_DOUBLE_EQ(compute_seconds(touch, tg, dt), 2.0 * 8192 / 1e10 + 5e-9);
   dt.copy_row_s = 0;  // GPUs: bytes only
   EXPECT_DOUBLE_EQ(compute_seconds(touch, tg, dt), 2.0 * 8192 / 1e10);
+}
+
+// A generic (non-contraction) kernel pays generic_row_s per row of its block's innermost
+// dimension beside its flops; a contraction does not.
+TEST(ComputeModel, GenericKernelsPayPerRowOfTheirBlock) {
+  DeviceType dt;
+  dt.memory_bytes_per_s = 1e30;  // flops decide
+  dt.peak_flops_per_s[static_cast<int>(DType::f32)] = 1e12;
+  dt.generic_flops_per_s = 1e9;
+  dt.generic_row_s = 2e-8;
+  TaskGraph tg;
+  tg.buffers.push_back(Buffer{DeviceId(0), Shape{4}, DType::f32, Agg::none, NodeId(0)});
+  Task t;
+  t.kind = TaskKind::compute;
+  t.writes = BufferId(0);
+  t.src = Rect{3, {0, 0, 0}, {4, 32, 64}};  // 128 rows of 64
+  t.flops = 8192;
+  EXPECT_DOUBLE_EQ(inner_rows(t), 128);
+  EXPECT_DOUBLE_EQ(compute_seconds(t, tg, dt), 8192 / 1e9 + 128 * 2e-8);
+  t.contraction = true;  // the peak and efficiency table only
+  EXPECT_DOUBLE_EQ(compute_seconds(t, tg, dt), 8192 / 1e12);
 }
 
 // A move into a device whose type has copy_row_s occupies its channel for its rows
@@ -146,7 +167,7 @@ TEST(SingleLane, MovesPayPerRowBeforeTheirBytesFlow) {
       ++moves;
       const double before = plain.timeline.spans[i].end_s - plain.timeline.spans[i].start_s;
       const double after = rows.timeline.spans[i].end_s - rows.timeline.spans[i].start_s;
-      EXPECT_NEAR(after - before, copy_rows(t) * row_s, 1e-12) << network << " move " << i;
+      EXPECT_NEAR(after - before, inner_rows(t) * row_s, 1e-12) << network << " move " << i;
     }
     EXPECT_GT(moves, 0);
   }
