@@ -64,17 +64,6 @@ double agg_identity(Agg a) {
   return 0.0;
 }
 
-double agg_combine(Agg a, double acc, double v) {
-  switch (a) {
-    case Agg::sum: return acc + v;
-    case Agg::prod: return acc * v;
-    case Agg::max: return v > acc ? v : acc;
-    case Agg::min: return v < acc ? v : acc;
-    case Agg::none: return v;
-  }
-  return v;
-}
-
 std::int64_t elements(const Shape& shape) {
   std::int64_t n = 1;
   for (auto d : shape) n *= d;

@@ -26,7 +26,20 @@ enum class Agg : std::uint8_t { none, sum, max, min, prod };
 [[nodiscard]] Agg parse_agg(std::string_view s, std::string_view what = "aggregation");
 // Neutral element of an aggregation (0 for sum, 1 for prod, -inf for max, +inf for min).
 [[nodiscard]] double agg_identity(Agg a);
-[[nodiscard]] double agg_combine(Agg a, double acc, double v);
+// acc combined with v under `a` (none: v), in T: the reference evaluator's doubles and the
+// CPU kernels' floats share it.
+template <class T>
+[[nodiscard]] constexpr T agg_combine_as(Agg a, T acc, T v) {
+  switch (a) {
+    case Agg::sum: return acc + v;
+    case Agg::prod: return acc * v;
+    case Agg::max: return v > acc ? v : acc;
+    case Agg::min: return v < acc ? v : acc;
+    case Agg::none: return v;
+  }
+  return v;
+}
+[[nodiscard]] inline double agg_combine(Agg a, double acc, double v) { return agg_combine_as<double>(a, acc, v); }
 
 [[nodiscard]] std::int64_t elements(const Shape& shape);
 [[nodiscard]] std::string to_string(const Shape& shape);

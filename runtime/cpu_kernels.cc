@@ -144,21 +144,6 @@ Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> arr(T* p, int n) {
   return Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>(p, n);
 }
 
-// agg_combine in T, inlined (agg_combine computes in double; for +, ×, max and min of
-// two floats that rounds to the same float as the float operation does, so results
-// are bit for bit those of agg_combine).
-template <class T>
-inline T combine(Agg agg, T acc, T v) {
-  switch (agg) {
-    case Agg::sum: return acc + v;
-    case Agg::prod: return acc * v;
-    case Agg::max: return v > acc ? v : acc;
-    case Agg::min: return v < acc ? v : acc;
-    case Agg::none: return v;
-  }
-  return v;
-}
-
 // acc combined with v[0..n) under `agg`, in kLanes independent partial results so that
 // the loop vectorises (a single running sum cannot be reordered by the compiler). The
 // order of combination is fixed, so results stay bit-for-bit repeatable.
@@ -166,7 +151,7 @@ template <class T>
 T reduce_chunk(Agg agg, T acc, const T* v, int n) {
   constexpr int kLanes = 16;
   if (n < kLanes || agg == Agg::none) {
-    for (int x = 0; x < n; ++x) acc = combine<T>(agg, acc, v[x]);
+    for (int x = 0; x < n; ++x) acc = agg_combine_as<T>(agg, acc, v[x]);
     return acc;
   }
   // Every lane starts at the identity, so that each value meets the same comparison as
@@ -182,8 +167,8 @@ T reduce_chunk(Agg agg, T acc, const T* v, int n) {
       case Agg::min: for (int l = 0; l < kLanes; ++l) part[l] = v[x + l] < part[l] ? v[x + l] : part[l]; break;
       case Agg::none: break;
     }
-  for (; x < n; ++x) part[x % kLanes] = combine<T>(agg, part[x % kLanes], v[x]);
-  for (int l = 0; l < kLanes; ++l) acc = combine<T>(agg, acc, part[l]);
+  for (; x < n; ++x) part[x % kLanes] = agg_combine_as<T>(agg, part[x % kLanes], v[x]);
+  for (int l = 0; l < kLanes; ++l) acc = agg_combine_as<T>(agg, acc, part[l]);
   return acc;
 }
 
@@ -311,7 +296,7 @@ void generic_path(const Einsum& e, const std::vector<const T*>& ops, T* out, Scr
       } else if (os == 1 && e.agg == Agg::max) {
         for (int x = 0; x < n; ++x) o[x] = v[x] > o[x] ? v[x] : o[x];
       } else {
-        for (int x = 0; x < n; ++x) o[x * os] = combine<T>(e.agg, o[x * os], v[x]);
+        for (int x = 0; x < n; ++x) o[x * os] = agg_combine_as<T>(e.agg, o[x * os], v[x]);
       }
     }
     int k = n_outer - 1;
@@ -363,7 +348,7 @@ void copy_region(const T* from, const Shape& from_shape, const Rect& src, T* to,
                  const Rect& dst, Agg combine) {
   const int rank = src.rank;
   if (rank == 0) {
-    to[0] = cpu::combine<T>(combine, to[0], from[0]);
+    to[0] = agg_combine_as<T>(combine, to[0], from[0]);
     return;
   }
   auto fs = strides_of(from_shape);
@@ -382,7 +367,7 @@ void copy_region(const T* from, const Shape& from_shape, const Rect& src, T* to,
       case Agg::none: std::copy(f, f + inner, t); break;
       case Agg::sum: for (std::int64_t i = 0; i < inner; ++i) t[i] += f[i]; break;
       default:
-        for (std::int64_t i = 0; i < inner; ++i) t[i] = cpu::combine<T>(combine, t[i], f[i]);
+        for (std::int64_t i = 0; i < inner; ++i) t[i] = agg_combine_as<T>(combine, t[i], f[i]);
     }
     int d = rank - 2;
     while (d >= 0 && ++c[d] == src.size[d]) {
