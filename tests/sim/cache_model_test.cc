@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <functional>
 #include <string>
 
 #include "core/error.h"
@@ -17,18 +16,9 @@ namespace tessel::sim {
 namespace {
 
 using testing::bare_machine;
+using testing::error_of;
+using testing::ps;
 using testing::TgBuilder;
-
-std::int64_t ps(double s) { return std::llround(s * 1e12); }
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // One device, a cache of 1000 bytes, buffers of 400 bytes: two fit.
 //   buffers  0 A (input)   1 B = c1(A)   2 C = c2(B)   3 D = c3(A)

@@ -19,6 +19,7 @@ namespace tessel::sim {
 namespace {
 
 using testing::bare_machine;
+using testing::error_of;
 using testing::ps;
 using testing::switch_machine;
 using testing::TgBuilder;
@@ -31,15 +32,6 @@ SimOptions options(const std::string& network, Policy policy = Policy::async, bo
   o.policy = policy;
   o.interference = interference;
   return o;
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 TEST(Simulator, ChainOfDependentTasksSumsTheirDurations) {
