@@ -368,24 +368,19 @@ void add_compare(CLI::App& app) {
           // per-task overhead (the machine's launch latency); everything else keeps
           // the model.
           so.task_seconds = profilers[row.strategy]->task_seconds(r);
-          so.task_seconds_cold = profilers[row.strategy]->task_seconds_cold(r);
           for (std::size_t i = 0; i < so.task_seconds.size(); ++i)
-            if (so.task_seconds[i] >= 0) {
-              const double overhead = round_machine.type_of(tg.tasks[i].device).launch_latency_s;
-              so.task_seconds[i] += overhead;
-              so.task_seconds_cold[i] += overhead;
-            }
+            if (so.task_seconds[i] >= 0) so.task_seconds[i] += round_machine.type_of(tg.tasks[i].device).launch_latency_s;
           analytic_s.push_back(rd.sim.makespan_s);
           err_analytic.push_back((rd.sim.makespan_s - rd.measured_s) / rd.measured_s * 100);
-          if (cache_model) {  // the same profile with hot kernel times only, beside it
-            std::vector<double> cold = std::move(so.task_seconds_cold);
-            so.task_seconds_cold.clear();
+          if (cache_model) {
+            // The same profile with hot kernel times only, beside the cache model's.
             const double hot = sim::simulate(tg, round_machine, so).makespan_s;
             hot_s.push_back(hot);
             err_hot.push_back((hot - rd.measured_s) / rd.measured_s * 100);
-            so.task_seconds_cold = std::move(cold);
-          } else {
-            so.task_seconds_cold.clear();
+            so.task_seconds_cold = profilers[row.strategy]->task_seconds_cold(r);
+            for (std::size_t i = 0; i < so.task_seconds_cold.size(); ++i)
+              if (so.task_seconds_cold[i] >= 0)
+                so.task_seconds_cold[i] += round_machine.type_of(tg.tasks[i].device).launch_latency_s;
           }
           rd.sim = sim::simulate(tg, round_machine, so);
           so.task_seconds.clear();

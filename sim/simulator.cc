@@ -344,7 +344,10 @@ class Run {
           const Info& in = info_[static_cast<std::size_t>(e.task)];
           if (in.lane == kComm) {  // a move's rows are copied (kMoveRowsDone): its bytes go
             ++events_;
-            start_transfer(e.task, t);
+            const std::size_t base = static_cast<std::size_t>(in.dev) * static_cast<std::size_t>(o_.comm_channels);
+            std::size_t c = 0;
+            while (moves_active_[base + c] != e.task) ++c;  // the channel it holds
+            start_transfer(e.task, base + c, t);
             continue;
           }
           // A compute task's finish is stale once interference re-timed it.
@@ -579,7 +582,7 @@ class Run {
         queue_.push(t + move_rows_[ui], Event{i, kMoveRowsDone});
         mark_interference(dev);  // the comm lane is busy from now on, as for any move
       } else {
-        start_transfer(i, t);
+        start_transfer(i, base + c, t);
       }
       return;
     }
@@ -595,15 +598,12 @@ class Run {
     queue_.push(t + in.amount, Event{i, 0});
   }
 
-  // Move i, holding a channel of its device since it started, hands its bytes to the network.
-  void start_transfer(std::int32_t i, SimTime t) {
+  // Move i, holding channel `slot` of its device since it started, hands its bytes to the network.
+  void start_transfer(std::int32_t i, std::size_t slot, SimTime t) {
     const Info& in = info_[static_cast<std::size_t>(i)];
     const auto dev = static_cast<std::size_t>(in.dev);
-    const std::size_t base = dev * static_cast<std::size_t>(o_.comm_channels);
-    std::size_t c = 0;
-    while (moves_active_[base + c] != i) ++c;
     double slowdown = interfere_ && applied_compute_[dev] ? comm_slowdown_ : 1.0;
-    network_->start(static_cast<std::int32_t>(base + c), in.route, in.amount, slowdown, t);
+    network_->start(static_cast<std::int32_t>(slot), in.route, in.amount, slowdown, t);
     mark_interference(dev);
   }
 
@@ -858,9 +858,9 @@ class Run {
     bool allocated = false;
   };
   LargeVector<Buf> bufs_;
+  LargeVector<SimTime> move_rows_;  // per task: a move's per-row copy cost (empty: none)
   // cache model: per device its capacity, bytes held and LRU list (head: most recent);
   // per buffer its list links; per task the extra picoseconds when nothing is cached
-  LargeVector<SimTime> move_rows_;  // per task: a move's per-row copy cost (empty: none)
   bool cache_model_ = false;
   std::vector<std::int64_t> cache_cap_, cache_used_;
   std::vector<std::int32_t> lru_head_, lru_tail_, lru_prev_, lru_next_;
