@@ -54,7 +54,7 @@ struct Opts {
   DecompositionOptions dec;
   std::string task_graph_file;
   std::string machine;
-  std::string network = "alpha-beta";
+  std::string network = "flow";
   std::string policy = "async";
   std::string priority = "longest-path";
   bool no_interference = false;
@@ -216,7 +216,7 @@ void add_sim_commands(CLI::App& app) {
                   "machine preset (h100-sxm-8, a100-sxm-8, h100-pcie-4, cpu, cpu:N, cluster:NODESxPRESET"
                   "[,oversubscription=R]) or machine JSON file")
       ->required();
-  cmd->add_option("--network", o->network, "network model: alpha-beta or flow")->capture_default_str();
+  cmd->add_option("--network", o->network, "network model: flow or alpha-beta")->capture_default_str();
   cmd->add_option("--policy", o->policy, "async (work-conserving) or bsp (barriers per graph node)")
       ->capture_default_str();
   cmd->add_option("--priority", o->priority, "async ready order: longest-path or fifo")->capture_default_str();

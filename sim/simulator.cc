@@ -218,6 +218,8 @@ class Run {
     // In flight at once: comm_channels moves per device; ids are the slots of moves_active_.
     const auto slots = static_cast<std::size_t>(devices_) * static_cast<std::size_t>(o_.comm_channels);
     network_ = make_network_model(o_.network, NetworkContext{m_, routes_, static_cast<std::int32_t>(slots)});
+    freed_links_ = network_->freed_links();
+    if (freed_links_) link_waiters_.assign(m_.links.size(), {});
 
     // Adjacency (CSR): per task, the buffers it reads, then its successors in task order.
     for (std::size_t i = 0; i < n; ++i)
@@ -359,6 +361,7 @@ class Run {
           // Finishes are counted as task completions; the rest are network-internal events.
           events_ += network_->advance(t, finished_) - static_cast<std::int64_t>(finished_.size());
           for (std::int32_t slot : finished_) finish_move(slot, t);
+          if (freed_links_ && !freed_links_->empty()) wake_link_waiters();
         }
         settle(t);
       } while (queue_.next_time() == t || network_->next_time() == t);
@@ -428,12 +431,44 @@ class Run {
       while (free_slots_[slot] > 0 && !h.empty()) {
         std::pop_heap(h.begin(), h.end(), std::greater<>());
         const Released r = h.back().r;
+        if (freed_links_) {  // a move whose route is busy waits without taking a channel
+          const Info& in = info_[static_cast<std::size_t>(r.task)];
+          std::int32_t link = -1;
+          if (in.lane == kComm && network_->busy(in.route, link)) {
+            waiting_scratch_.push_back(h.back());
+            h.pop_back();
+            auto& w = link_waiters_[static_cast<std::size_t>(link)];
+            if (w.empty() || w.back() != s) w.push_back(s);
+            continue;
+          }
+        }
         h.pop_back();
         --free_slots_[slot];
         start_lane_task(r, t);
       }
+      for (const Ready& w : waiting_scratch_) {
+        h.push_back(w);
+        std::push_heap(h.begin(), h.end(), std::greater<>());
+      }
+      waiting_scratch_.clear();
     }
     lanes.clear();
+  }
+
+  // Lanes whose ready moves waited for a link that is free now are dispatched again.
+  void wake_link_waiters() {
+    for (std::int32_t l : *freed_links_) {
+      auto& w = link_waiters_[static_cast<std::size_t>(l)];
+      for (std::int32_t s : w) {
+        const auto slot = static_cast<std::size_t>(s);
+        if (!lane_dirty_[slot] && !ready_[slot].empty()) {
+          lane_dirty_[slot] = 1;
+          dirty_lanes_.push_back(s);
+        }
+      }
+      w.clear();
+    }
+    freed_links_->clear();
   }
 
   // Bookkeeping common to every task start.
@@ -898,6 +933,11 @@ class Run {
   std::vector<std::int64_t> link_bytes_;
   std::int64_t bytes_moved_ = 0;
   std::unique_ptr<NetworkModel> network_;
+  // A model that serves a link one transfer at a time (network.h, busy()): the links it
+  // freed, and per link the lanes (dev * kLanes + lane) holding a ready move that waits for it.
+  std::vector<std::int32_t>* freed_links_ = nullptr;
+  std::vector<std::vector<std::int32_t>> link_waiters_;
+  std::vector<Ready> waiting_scratch_;
   EventQueue<Event> queue_;
   std::vector<Released> instant_;
   std::vector<std::int32_t> finished_;

@@ -5,7 +5,12 @@
 // Model, per device:
 //   lanes        compute (one kernel at a time: compute tasks), copy (one at a time:
 //                touches), comm (`comm_channels` moves at a time, charged to the
-//                sending device). Inputs and outputs take no time and no lane.
+//                sending device). Inputs and outputs take no time and no lane. Under a
+//                network model whose links serve one transfer at a time (alpha-beta), a
+//                ready move whose route has a busy link stays in its lane's ready queue,
+//                holding no channel, and moves behind it whose routes are free go first;
+//                it is tried again when a link it waits for frees. So a comm lane is busy
+//                only while a transfer is in its latency or its bytes are on the links.
 //   single lane  on a device type with single_lane (a CPU worker), compute, touches and
 //                incoming moves all queue for one lane: one task at a time. A move into
 //                such a device runs on the receiver (the worker copies what it needs when
@@ -73,7 +78,7 @@ enum class Priority : std::uint8_t { longest_path, fifo };
 [[nodiscard]] Priority parse_priority(std::string_view s, std::string_view what = "priority");
 
 struct SimOptions {
-  std::string network = "alpha-beta";  // a name from network_models(): alpha-beta, flow
+  std::string network = "flow";  // a name from network_models(): flow, alpha-beta
   Policy policy = Policy::async;
   Priority priority = Priority::longest_path;
   bool interference = true;  // false: perfect overlap, whatever the machine says

@@ -48,8 +48,9 @@ TEST(Simulator, ChainOfDependentTasksSumsTheirDurations) {
   for (const char* model : kModels) {
     SimResult r = simulate(b.graph(), m, options(model));
     EXPECT_EQ(ps(r.makespan_s), expected) << model;
-    // Four task completions, and under flow the move joining the network after its latency.
-    EXPECT_EQ(r.events, std::string(model) == "flow" ? 5 : 4);
+    // Four task completions, and the move's second state change: under flow joining the
+    // network after its latency, under alpha-beta freeing its link before its latency ends.
+    EXPECT_EQ(r.events, 5);
     // The critical path is the whole chain.
     EXPECT_EQ(r.critical_path.size(), 4u);
   }
@@ -247,19 +248,13 @@ TEST(Simulator, TaskSecondsReplaceTheComputeModelWhereGiven) {
 }
 
 // Acceptance: with interference off, the work-conserving async schedule finishes no later
-// than bsp on the built-in workloads — with one documented exception, kept here rather
-// than hidden. Under alpha-beta a link serves transfers in the order they were started,
-// not by priority: async starts the moves of every operand at once, so moves queue on the
-// receivers' links (ffn on 8 devices: x 3→0 waits 13.75 µs for a 3.44 µs transfer, behind
-// w1 4→0 and x 2→0), while bsp issues one node's communication per phase and never builds
-// those queues (async 62.4 µs, bsp 55.9 µs). Under flow (fair sharing) async wins (38.6
-// against 39.1 µs) and no exception has turned up. Which cases hit it depends on how ties
-// are broken (chain:size=1024 on 8 devices did before zero-time tasks ran in ready
-// order); if a change makes the exception disappear or adds one, update this list.
+// than bsp on the built-in workloads. (Under the earlier per-link FIFO alpha-beta, ffn on
+// 8 devices was an exception: moves queued on receivers' links behind transfers blocked
+// elsewhere, async 62.4 µs against bsp 55.9 µs. Greedy granting removed it: 38.4 against
+// 38.7 µs.)
 TEST(Simulator, AsyncFinishesNoLaterThanBspOnBuiltInWorkloads) {
   const char* workloads[] = {"chain:size=1024", "chain-sum:size=2000", "chain-sum:size=2000,skewed=1", "ffn",
                              "llama-block:model=tiny", "llama-block:model=7b,seq=256"};
-  const std::set<std::pair<std::string, int>> alpha_beta_fifo_anomalies = {{"ffn", 8}};
   Machine m = machine_preset("cluster:2xh100-sxm-8");
   for (const char* w : workloads) {
     Graph g = build_workload(w);
@@ -270,13 +265,7 @@ TEST(Simulator, AsyncFinishesNoLaterThanBspOnBuiltInWorkloads) {
           SimOptions a = options(model, Policy::async, false), s = options(model, Policy::bsp, false);
           a.priority = s.priority = p;
           double async_s = simulate(tg, m, a).makespan_s, bsp_s = simulate(tg, m, s).makespan_s;
-          const bool anomaly = std::string(model) == "alpha-beta" && p == Priority::longest_path &&
-                               alpha_beta_fifo_anomalies.count({w, devices});
-          if (anomaly) {
-            EXPECT_GT(async_s, bsp_s) << w << " on " << devices << " devices: documented anomaly gone?";
-          } else {
-            EXPECT_LE(async_s, bsp_s) << w << " on " << devices << " devices, " << model << ", " << to_string(p);
-          }
+          EXPECT_LE(async_s, bsp_s) << w << " on " << devices << " devices, " << model << ", " << to_string(p);
         }
     }
   }
