@@ -219,7 +219,10 @@ class Run {
     const auto slots = static_cast<std::size_t>(devices_) * static_cast<std::size_t>(o_.comm_channels);
     network_ = make_network_model(o_.network, NetworkContext{m_, routes_, static_cast<std::int32_t>(slots)});
     freed_links_ = network_->freed_links();
-    if (freed_links_) link_waiters_.assign(m_.links.size(), {});
+    if (freed_links_) {
+      link_waiters_.assign(m_.links.size(), {});
+      parked_.assign(m_.links.size(), {});
+    }
 
     // Adjacency (CSR): per task, the buffers it reads, then its successors in task order.
     for (std::size_t i = 0; i < n; ++i)
@@ -285,6 +288,10 @@ class Run {
       free_slots_[dev * kLanes + kComm] = o_.comm_channels;
     }
     ready_.assign(d * kLanes, {});
+    if (freed_links_) {
+      buckets_.assign(d * kLanes, {});
+      bucket_count_.assign(d * kLanes, 0);
+    }
     lane_dirty_.assign(d * kLanes, 0);
     lane_release_task_.assign(d * kLanes, -1);
     lane_release_ps_.assign(d * kLanes, 0);
@@ -406,9 +413,13 @@ class Run {
     __builtin_prefetch(&adj_offset_[ui]);
     if (in.writes >= 0) __builtin_prefetch(&bufs_[static_cast<std::size_t>(in.writes)], 1);
     std::int64_t key = o_.priority == Priority::longest_path ? -in.rank : ready_seq_++;
-    ReadyHeap& h = ready_[slot];
-    h.push_back(Ready{key, r});
-    std::push_heap(h.begin(), h.end(), std::greater<>());
+    if (freed_links_ && in.slot_lane == kComm) {
+      push_bucket(slot, Ready{key, r});
+    } else {
+      ReadyHeap& h = ready_[slot];
+      h.push_back(Ready{key, r});
+      std::push_heap(h.begin(), h.end(), std::greater<>());
+    }
     if (!lane_dirty_[slot]) {
       lane_dirty_[slot] = 1;
       dirty_lanes_.push_back(static_cast<std::int32_t>(slot));
@@ -427,6 +438,10 @@ class Run {
     for (std::int32_t s : lanes) {
       const auto slot = static_cast<std::size_t>(s);
       lane_dirty_[slot] = 0;
+      if (freed_links_ && slot % kLanes == kComm) {
+        dispatch_buckets(slot, t);
+        continue;
+      }
       ReadyHeap& h = ready_[slot];
       while (free_slots_[slot] > 0 && !h.empty()) {
         std::pop_heap(h.begin(), h.end(), std::greater<>());
@@ -455,20 +470,82 @@ class Run {
     lanes.clear();
   }
 
-  // Lanes whose ready moves waited for a link that is free now are dispatched again.
+  // Lanes whose ready moves waited for a link that is free now are dispatched again;
+  // moves parked on it go back to their lanes.
   void wake_link_waiters() {
     for (std::int32_t l : *freed_links_) {
-      auto& w = link_waiters_[static_cast<std::size_t>(l)];
-      for (std::int32_t s : w) {
-        const auto slot = static_cast<std::size_t>(s);
-        if (!lane_dirty_[slot] && !ready_[slot].empty()) {
-          lane_dirty_[slot] = 1;
-          dirty_lanes_.push_back(s);
-        }
+      const auto ul = static_cast<std::size_t>(l);
+      for (std::int32_t s : link_waiters_[ul]) mark_lane(static_cast<std::size_t>(s));
+      link_waiters_[ul].clear();
+      for (const Parked& p : parked_[ul]) {
+        push_bucket(static_cast<std::size_t>(p.slot), p.ready);
+        mark_lane(static_cast<std::size_t>(p.slot));
       }
-      w.clear();
+      parked_[ul].clear();
     }
     freed_links_->clear();
+  }
+
+  void mark_lane(std::size_t slot) {
+    if (!lane_dirty_[slot] && has_ready(slot)) {
+      lane_dirty_[slot] = 1;
+      dirty_lanes_.push_back(static_cast<std::int32_t>(slot));
+    }
+  }
+  [[nodiscard]] bool has_ready(std::size_t slot) const {
+    return !ready_[slot].empty() || (freed_links_ && bucket_count_[slot] > 0);
+  }
+
+  // Under a model with busy() (alpha-beta), a comm lane's ready moves sit in one heap per
+  // first link of their route (the device's NVLink, NIC, PCIe): a bucket whose top move
+  // finds that link full is skipped as a whole, so a device with thousands of moves queued
+  // behind its own busy link costs one check, not thousands. A top move that is blocked
+  // further along its route (a receiver's link) is parked on that link until it frees.
+  void push_bucket(std::size_t slot, const Ready& r) {
+    const auto route = routes_.route(info_[static_cast<std::size_t>(r.r.task)].route);
+    const std::int32_t first = route.empty() ? -1 : route[0].value;
+    auto& bs = buckets_[slot];
+    std::size_t b = 0;
+    while (b < bs.size() && bs[b].link != first) ++b;
+    if (b == bs.size()) bs.push_back(Bucket{first, {}});
+    bs[b].heap.push_back(r);
+    std::push_heap(bs[b].heap.begin(), bs[b].heap.end(), std::greater<>());
+    ++bucket_count_[slot];
+  }
+
+  void dispatch_buckets(std::size_t slot, SimTime t) {
+    auto& bs = buckets_[slot];
+    bucket_blocked_.assign(bs.size(), 0);
+    while (free_slots_[slot] > 0 && bucket_count_[slot] > 0) {
+      std::size_t best = bs.size();
+      for (std::size_t b = 0; b < bs.size(); ++b) {
+        ReadyHeap& h = bs[b].heap;
+        while (!h.empty() && !bucket_blocked_[b]) {
+          std::int32_t link = -1;
+          if (!network_->busy(info_[static_cast<std::size_t>(h.front().r.task)].route, link)) break;
+          if (link == bs[b].link) {  // its first link is full: so is every move's of the bucket
+            bucket_blocked_[b] = 1;
+            auto& w = link_waiters_[static_cast<std::size_t>(link)];
+            if (w.empty() || w.back() != static_cast<std::int32_t>(slot)) w.push_back(static_cast<std::int32_t>(slot));
+            break;
+          }
+          std::pop_heap(h.begin(), h.end(), std::greater<>());
+          parked_[static_cast<std::size_t>(link)].push_back(Parked{h.back(), static_cast<std::int32_t>(slot)});
+          h.pop_back();
+          --bucket_count_[slot];
+        }
+        if (h.empty() || bucket_blocked_[b]) continue;
+        if (best == bs.size() || bs[best].heap.front() > h.front()) best = b;
+      }
+      if (best == bs.size()) break;
+      ReadyHeap& h = bs[best].heap;
+      std::pop_heap(h.begin(), h.end(), std::greater<>());
+      const Released r = h.back().r;
+      h.pop_back();
+      --bucket_count_[slot];
+      --free_slots_[slot];
+      start_lane_task(r, t);
+    }
   }
 
   // Bookkeeping common to every task start.
@@ -655,10 +732,7 @@ class Run {
     lane_release_task_[slot] = i;
     lane_release_ps_[slot] = t;
     lane_busy_add(static_cast<std::size_t>(in.dev), in.lane, -1, t);
-    if (!ready_[slot].empty() && !lane_dirty_[slot]) {
-      lane_dirty_[slot] = 1;
-      dirty_lanes_.push_back(static_cast<std::int32_t>(slot));
-    }
+    mark_lane(slot);
   }
 
   void finish_lane_task(std::int32_t i, SimTime t) {
@@ -938,6 +1012,18 @@ class Run {
   std::vector<std::int32_t>* freed_links_ = nullptr;
   std::vector<std::vector<std::int32_t>> link_waiters_;
   std::vector<Ready> waiting_scratch_;
+  struct Bucket {
+    std::int32_t link;  // the first link of its moves' routes, -1 for an empty route
+    ReadyHeap heap;
+  };
+  struct Parked {
+    Ready ready;
+    std::int32_t slot;  // its lane
+  };
+  std::vector<std::vector<Bucket>> buckets_;  // per lane slot (comm lanes)
+  std::vector<std::int32_t> bucket_count_;    // per lane slot: ready moves in its buckets
+  std::vector<char> bucket_blocked_;          // scratch
+  std::vector<std::vector<Parked>> parked_;   // per link: moves whose route waits for it
   EventQueue<Event> queue_;
   std::vector<Released> instant_;
   std::vector<std::int32_t> finished_;
