@@ -35,7 +35,8 @@ class AlphaBeta final : public NetworkModel {
       : routes_(ctx.routes),
         load_(ctx.machine.links.size(), 0.0),
         capacity_(ctx.machine.links.size()),
-        transfers_(static_cast<std::size_t>(ctx.max_transfers)) {
+        transfers_(static_cast<std::size_t>(ctx.max_transfers)),
+        with_latency_(!ctx.caller_adds_latency) {
     // A relative slack, so that rounding in the sums never refuses a transfer that fits.
     for (std::size_t l = 0; l < capacity_.size(); ++l) capacity_[l] = ctx.machine.links[l].bytes_per_s * (1 + 1e-9);
   }
@@ -101,7 +102,7 @@ class AlphaBeta final : public NetworkModel {
           if (load < capacity_[l.index()] * 1e-9) load = 0;  // no residue from rounding
           freed_.push_back(l.value);
         }
-        const SimTime lat = routes_.latency(t.route);
+        const SimTime lat = with_latency_ ? routes_.latency(t.route) : 0;
         if (lat > 0) {
           t.phase = Phase::latency;
           schedule(e.id, now, static_cast<double>(lat));
@@ -182,6 +183,7 @@ class AlphaBeta final : public NetworkModel {
   std::vector<Transfer> transfers_;
   std::vector<std::int32_t> waiting_;  // transfers started but not granted, in start order
   std::vector<std::int32_t> freed_;    // links freed since the simulator last looked
+  bool with_latency_;
   EventQueue<Event> events_;
 };
 

@@ -96,6 +96,11 @@ struct NetworkContext {
   const Machine& machine;
   const RouteTable& routes;
   std::int32_t max_transfers = 0;  // transfers in flight at once (ids 0..max_transfers-1)
+  // True: the model times bytes only and reports a transfer finished when its last byte
+  // has left the links; the caller adds the route's latency after that (the simulator
+  // does, so that a sender's channel is free again during the latency, as a pipelined
+  // link's is). False: a finish includes the latency.
+  bool caller_adds_latency = false;
 };
 
 struct NetworkModelInfo {

@@ -58,6 +58,7 @@ class Run {
   static constexpr std::int32_t kBarrierEvent = -1;
   // Event::version of a move whose copy loop's per-row cost has passed: its transfer starts.
   static constexpr std::uint32_t kMoveRowsDone = 0xffffffffu;
+  static constexpr std::uint32_t kMoveArrived = 0xfffffffeu;  // a move's latency after its bytes has passed
   struct Event {
     std::int32_t task;  // kBarrierEvent: the end of a bsp barrier
     std::uint32_t version;  // compute tasks: the device's run_version_ when it was scheduled
@@ -217,7 +218,7 @@ class Run {
     }
     // In flight at once: comm_channels moves per device; ids are the slots of moves_active_.
     const auto slots = static_cast<std::size_t>(devices_) * static_cast<std::size_t>(o_.comm_channels);
-    network_ = make_network_model(o_.network, NetworkContext{m_, routes_, static_cast<std::int32_t>(slots)});
+    network_ = make_network_model(o_.network, NetworkContext{m_, routes_, static_cast<std::int32_t>(slots), true});
     freed_links_ = network_->freed_links();
     if (freed_links_) {
       link_waiters_.assign(m_.links.size(), {});
@@ -351,6 +352,10 @@ class Run {
             continue;
           }
           const Info& in = info_[static_cast<std::size_t>(e.task)];
+          if (in.lane == kComm && e.version == kMoveArrived) {
+            complete(e.task, t);
+            continue;
+          }
           if (in.lane == kComm) {  // a move's rows are copied (kMoveRowsDone): its bytes go
             ++events_;
             const std::size_t base = static_cast<std::size_t>(in.dev) * static_cast<std::size_t>(o_.comm_channels);
@@ -751,8 +756,21 @@ class Run {
     moves_active_[static_cast<std::size_t>(slot)] = -1;
     const Info& in = info_[static_cast<std::size_t>(i)];
     mark_interference(static_cast<std::size_t>(in.dev));
+    // Its bytes are through: the channel is free; the move completes a latency later (so
+    // it is not the lane predecessor the critical path names: it ends after the next starts).
+    const SimTime latency = routes_.latency(in.route);
+    const std::size_t lane = lane_slot(in);
+    const std::int32_t cause_task = lane_release_task_[lane];
+    const SimTime cause_ps = lane_release_ps_[lane];
     release_lane(in, i, t);
-    complete(i, t);
+    if (latency > 0) {
+      lane_release_task_[lane] = cause_task;
+      lane_release_ps_[lane] = cause_ps;
+      ++events_;
+      queue_.push(t + latency, Event{i, kMoveArrived});
+    } else {
+      complete(i, t);
+    }
   }
 
   void complete(std::int32_t i, SimTime t) {
