@@ -59,7 +59,7 @@ struct Opts {
   std::string policy = "async";
   std::string priority = "longest-path";
   bool no_interference = false;
-  int comm_channels = 0;  // 0: 1 for task graphs, kCollectiveChannels for collectives
+  int comm_channels = 1;
   std::string collective;
   std::string algorithm = "auto";
   std::string bytes;
@@ -68,11 +68,6 @@ struct Opts {
   std::string machine_out;
   bool json_out = false;
 };
-
-// Moves in flight per device when simulating a collective: NCCL keeps 8 steps of a
-// connection in flight (NCCL_STEPS in NCCL src/include/device.h), which is what lets a
-// pipelined collective's latency overlap its bytes.
-constexpr int kCollectiveChannels = 8;
 
 void print_report(const sim::SimResult& r, const TaskGraph& tg, const Machine& m) {
   const double ms = r.makespan_s;
@@ -140,7 +135,7 @@ void run_simulate(const Opts& o) {
   so.policy = sim::parse_policy(o.policy, "--policy");
   so.priority = sim::parse_priority(o.priority, "--priority");
   so.interference = !o.no_interference;
-  so.comm_channels = o.comm_channels > 0 ? o.comm_channels : 1;
+  so.comm_channels = o.comm_channels;
 
   const bool collective = !o.collective.empty();
   const int sources = (!o.graph.workload.empty() || !o.graph.graph_file.empty()) + !o.task_graph_file.empty() + collective;
@@ -168,7 +163,7 @@ void run_simulate(const Opts& o) {
         fail("--algorithm: unknown algorithm '", o.algorithm, "' (expected auto, ring, tree, hierarchical or pairwise)");
       }
     }
-    if (o.comm_channels == 0) so.comm_channels = kCollectiveChannels;
+    so.channels_per_link = true;  // one connection per peer link, as NCCL keeps them
     plan = sim::plan_collective(coll, o.dec.devices, coll_bytes, parse_dtype(o.dtype, "--dtype"), m, forced);
     plan.spec.window = so.comm_channels;
     tg = sim::collective_task_graph(plan.spec);
@@ -267,7 +262,8 @@ void add_sim_commands(CLI::App& app) {
   cmd->add_option("--priority", o->priority, "async ready order: longest-path or fifo")->capture_default_str();
   cmd->add_flag("--no-interference", o->no_interference, "perfect compute/communication overlap");
   cmd->add_option("--comm-channels", o->comm_channels,
-                  "moves a device sends at the same time (default 1; 8 for --collective, NCCL's steps in flight)")
+                  "moves a device sends at the same time (with --collective: per link it sends on)")
+      ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_option("--collective", o->collective, "simulate a collective instead: allreduce, reducescatter, allgather, alltoall");
   cmd->add_option("--bytes", o->bytes, "collective size S as nccl-tests uses it, e.g. 1GiB, 64MB, 1e9");

@@ -126,6 +126,7 @@ class Run {
     info_.resize(n);
     deps_left_.resize(n);
     link_bytes_.assign(m_.links.size(), 0);
+    if (o_.channels_per_link) first_links_.assign(static_cast<std::size_t>(devices_), {});
     // Route per (source, destination) pair: a flat table for up to 2,048 devices, a hash
     // map beyond (lookups only; no order is taken from it).
     const bool flat = devices_ <= 2048;
@@ -197,6 +198,12 @@ class Run {
         }
         const std::int32_t r = *slot;
         in.route = r;
+        if (o_.channels_per_link) {  // the device's distinct first links, for the channel pools
+          auto route = routes_.route(r);
+          auto& firsts = first_links_[static_cast<std::size_t>(in.dev)];
+          const std::int32_t first = route.empty() ? -1 : route[0].value;
+          if (std::find(firsts.begin(), firsts.end(), first) == firsts.end()) firsts.push_back(first);
+        }
         for (LinkId l : routes_.route(r)) link_bytes_[l.index()] += t.bytes;
         bytes_moved_ += t.bytes;
         SimTime serial = t.bytes > 0 ? to_sim_time(static_cast<double>(t.bytes) / routes_.bytes_per_s(r)) : 0;
@@ -216,8 +223,12 @@ class Run {
             to_sim_time(measured >= 0 ? measured : compute_seconds(t, tg_, *type_of[t.device.index()]));
       }
     }
-    // In flight at once: comm_channels moves per device; ids are the slots of moves_active_.
-    const auto slots = static_cast<std::size_t>(devices_) * static_cast<std::size_t>(o_.comm_channels);
+    // In flight at once: comm_channels moves per device (per first link of their routes
+    // with channels_per_link); ids are the slots of moves_active_.
+    std::size_t pools = 1;
+    for (const auto& f : first_links_) pools = std::max(pools, f.size());
+    chan_stride_ = static_cast<std::size_t>(o_.comm_channels) * pools;
+    const auto slots = static_cast<std::size_t>(devices_) * chan_stride_;
     network_ = make_network_model(o_.network, NetworkContext{m_, routes_, static_cast<std::int32_t>(slots), true});
     freed_links_ = network_->freed_links();
     if (freed_links_) {
@@ -286,10 +297,11 @@ class Run {
     for (std::size_t dev = 0; dev < d; ++dev) {
       free_slots_[dev * kLanes + kCompute] = 1;
       free_slots_[dev * kLanes + kCopy] = 1;
-      free_slots_[dev * kLanes + kComm] = o_.comm_channels;
+      free_slots_[dev * kLanes + kComm] = static_cast<int>(chan_stride_);
     }
     ready_.assign(d * kLanes, {});
-    if (freed_links_) {
+    bucketed_ = freed_links_ || o_.channels_per_link;
+    if (bucketed_) {
       buckets_.assign(d * kLanes, {});
       bucket_count_.assign(d * kLanes, 0);
     }
@@ -358,7 +370,7 @@ class Run {
           }
           if (in.lane == kComm) {  // a move's rows are copied (kMoveRowsDone): its bytes go
             ++events_;
-            const std::size_t base = static_cast<std::size_t>(in.dev) * static_cast<std::size_t>(o_.comm_channels);
+            const std::size_t base = static_cast<std::size_t>(in.dev) * chan_stride_;
             std::size_t c = 0;
             while (moves_active_[base + c] != e.task) ++c;  // the channel it holds
             start_transfer(e.task, base + c, t);
@@ -418,7 +430,7 @@ class Run {
     __builtin_prefetch(&adj_offset_[ui]);
     if (in.writes >= 0) __builtin_prefetch(&bufs_[static_cast<std::size_t>(in.writes)], 1);
     std::int64_t key = o_.priority == Priority::longest_path ? -in.rank : ready_seq_++;
-    if (freed_links_ && in.slot_lane == kComm) {
+    if (bucketed_ && in.slot_lane == kComm) {
       push_bucket(slot, Ready{key, r});
     } else {
       ReadyHeap& h = ready_[slot];
@@ -443,7 +455,7 @@ class Run {
     for (std::int32_t s : lanes) {
       const auto slot = static_cast<std::size_t>(s);
       lane_dirty_[slot] = 0;
-      if (freed_links_ && slot % kLanes == kComm) {
+      if (bucketed_ && slot % kLanes == kComm) {
         dispatch_buckets(slot, t);
         continue;
       }
@@ -498,7 +510,7 @@ class Run {
     }
   }
   [[nodiscard]] bool has_ready(std::size_t slot) const {
-    return !ready_[slot].empty() || (freed_links_ && bucket_count_[slot] > 0);
+    return !ready_[slot].empty() || (bucketed_ && bucket_count_[slot] > 0);
   }
 
   // Under a model with busy() (alpha-beta), a comm lane's ready moves sit in one heap per
@@ -525,7 +537,8 @@ class Run {
       std::size_t best = bs.size();
       for (std::size_t b = 0; b < bs.size(); ++b) {
         ReadyHeap& h = bs[b].heap;
-        while (!h.empty() && !bucket_blocked_[b]) {
+        if (o_.channels_per_link && bs[b].in_flight >= o_.comm_channels) continue;  // its link's channels are taken
+        while (freed_links_ && !h.empty() && !bucket_blocked_[b]) {
           std::int32_t link = -1;
           if (!network_->busy(info_[static_cast<std::size_t>(h.front().r.task)].route, link)) break;
           if (link == bs[b].link) {  // its first link is full: so is every move's of the bucket
@@ -548,6 +561,7 @@ class Run {
       const Released r = h.back().r;
       h.pop_back();
       --bucket_count_[slot];
+      ++bs[best].in_flight;
       --free_slots_[slot];
       start_lane_task(r, t);
     }
@@ -691,7 +705,7 @@ class Run {
     const SimTime cold = cache_model_ ? cache_start(i) : 0;
     lane_busy_add(dev, in.lane, +1, t);
     if (in.lane == kComm) {
-      const std::size_t base = dev * static_cast<std::size_t>(o_.comm_channels);
+      const std::size_t base = dev * chan_stride_;
       std::size_t c = 0;
       while (moves_active_[base + c] >= 0) ++c;  // a free channel exists: the lane had a free slot
       moves_active_[base + c] = i;
@@ -760,6 +774,12 @@ class Run {
     // it is not the lane predecessor the critical path names: it ends after the next starts).
     const SimTime latency = routes_.latency(in.route);
     const std::size_t lane = lane_slot(in);
+    if (bucketed_ && in.slot_lane == kComm) {
+      const auto route = routes_.route(in.route);
+      const std::int32_t first = route.empty() ? -1 : route[0].value;
+      for (Bucket& b : buckets_[lane])
+        if (b.link == first) --b.in_flight;
+    }
     const std::int32_t cause_task = lane_release_task_[lane];
     const SimTime cause_ps = lane_release_ps_[lane];
     release_lane(in, i, t);
@@ -891,7 +911,7 @@ class Run {
       }
       if (compute_now != applied_compute_[dev]) {
         applied_compute_[dev] = compute_now;
-        const std::size_t base = dev * static_cast<std::size_t>(o_.comm_channels);
+        const std::size_t base = dev * chan_stride_;
         for (std::size_t c = 0; c < static_cast<std::size_t>(o_.comm_channels); ++c)
           if (moves_active_[base + c] >= 0)
             network_->set_slowdown(static_cast<std::int32_t>(base + c), compute_now ? comm_slowdown_ : 1.0, t);
@@ -1033,7 +1053,11 @@ class Run {
   struct Bucket {
     std::int32_t link;  // the first link of its moves' routes, -1 for an empty route
     ReadyHeap heap;
+    int in_flight = 0;  // its moves holding a channel
   };
+  bool bucketed_ = false;   // comm lanes keep buckets (a model with busy(), or channels_per_link)
+  std::size_t chan_stride_ = 1;  // channel slots per device
+  std::vector<std::vector<std::int32_t>> first_links_;  // channels_per_link: per device, its routes' first links
   struct Parked {
     Ready ready;
     std::int32_t slot;  // its lane

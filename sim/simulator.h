@@ -83,6 +83,10 @@ struct SimOptions {
   Priority priority = Priority::longest_path;
   bool interference = true;  // false: perfect overlap, whatever the machine says
   int comm_channels = 1;     // moves one device sends at the same time
+  // True: comm_channels per first link of a move's route (a device sends that many moves
+  // over each of its NVLink, NIC, PCIe links at once, as NCCL keeps a connection per peer
+  // link), not per device.
+  bool channels_per_link = false;
   bool record_memory = false;  // keep every change of live bytes (SimResult::memory)
   // Measured durations that replace the compute model: empty, or one entry per task,
   // where a value >= 0 is that compute or touch task's undisturbed seconds (interference
