@@ -165,7 +165,7 @@ void run_simulate(const Opts& o) {
     }
     so.channels_per_link = true;  // one connection per peer link, as NCCL keeps them
     plan = sim::plan_collective(coll, o.dec.devices, coll_bytes, parse_dtype(o.dtype, "--dtype"), m, forced);
-    plan.spec.window = so.comm_channels;
+    plan.spec.window = plan.spec.ranks_per_node > 0 ? 0 : so.comm_channels;
     tg = sim::collective_task_graph(plan.spec);
     what = std::string(sim::to_string(coll)) + " (" + std::string(sim::to_string(plan.spec.algorithm)) + ") of " +
            human_bytes(static_cast<double>(coll_bytes)) + " over " + std::to_string(o.dec.devices) + " ranks";

@@ -257,7 +257,7 @@ void check_spec(const CollectiveSpec& s) {
       ((s.algorithm == Algorithm::tree || s.algorithm == Algorithm::hierarchical) && s.collective != Collective::allreduce))
     fail("algorithm: '", to_string(s.algorithm), "' does not fit ", c, " (expected ",
          a2a ? "pairwise" : s.collective == Collective::allreduce ? "ring, tree or hierarchical" : "ring", ")");
-  if (s.algorithm == Algorithm::hierarchical &&
+  if ((s.algorithm == Algorithm::hierarchical || (a2a && s.ranks_per_node > 0)) &&
       (s.ranks_per_node < 1 || s.ranks % s.ranks_per_node != 0 || s.ranks / s.ranks_per_node < 2))
     fail("algorithm: 'hierarchical' needs ranks on at least two nodes of equal size; ", s.ranks, " ranks with ",
          s.ranks_per_node, " per node do not fit");
@@ -312,6 +312,25 @@ TaskGraph collective_task_graph(const CollectiveSpec& s) {
     for (int i = 0; i < n; ++i) in.push_back(b.input(i, elements));
     // sent[i][k]: rank i's step-k move, for the window's ordering.
     std::vector<std::vector<TaskId>> sent(static_cast<std::size_t>(n), std::vector<TaskId>(static_cast<std::size_t>(n)));
+    if (s.ranks_per_node > 0 && s.ranks_per_node < n) {
+      // Two levels, staggered on each: in intra-node step j rank (q, l) sends to (q, l + j);
+      // in inter-node step (d, t) to (q + d, l + t). Every step is a permutation, so no
+      // NVLink or NIC receives from two senders of one step.
+      const int g = s.ranks_per_node, nodes = n / g;
+      int step = 1;
+      for (int j = 1; j < g; ++j, ++step)
+        for (int i = 0; i < n; ++i) {
+          const int to = (i / g) * g + (i % g + j) % g;
+          (void)b.move(in[static_cast<std::size_t>(i)], lo(to), len(to), to, step);
+        }
+      for (int d = 1; d < nodes; ++d)
+        for (int t = 0; t < g; ++t, ++step)
+          for (int i = 0; i < n; ++i) {
+            const int to = ((i / g + d) % nodes) * g + (i % g + t) % g;
+            (void)b.move(in[static_cast<std::size_t>(i)], lo(to), len(to), to, step);
+          }
+      return b.take();
+    }
     for (int k = 1; k < n; ++k)
       for (int i = 0; i < n; ++i) {
         const int to = mod(i + k);
@@ -532,7 +551,7 @@ CollectivePlan plan_collective(Collective c, int n, std::int64_t bytes, DType dt
   s.ranks = n;
   s.bytes = bytes;
   s.dtype = dtype;
-  s.ranks_per_node = c == Collective::allreduce ? ranks_per_node(m, n) : 0;
+  s.ranks_per_node = c == Collective::allreduce || c == Collective::alltoall ? ranks_per_node(m, n) : 0;
   if (forced) {
     const bool fits = std::any_of(est.begin(), est.end(), [&](const auto& e) { return e.algorithm == *forced; });
     if (!fits) {

@@ -28,6 +28,10 @@
 //                 a rank has at most `window` sends in flight, in step order (step k waits
 //                 for its step k − window), so the order holds whatever the simulator's
 //                 priorities; window 0 posts every send at once (NCCL's grouped send/recv).
+//                 On several nodes (ranks_per_node > 0) staggered on each level instead:
+//                 intra-node step j sends (q, l) → (q, l + j), inter-node step (d, t)
+//                 (q, l) → (q + d, l + t), every send posted at once: with a channel per
+//                 link (SimOptions::channels_per_link) each link sends in step order.
 // Pipelining: ring, tree and hierarchical split the data into `slices` independent pieces
 // and run the algorithm on each; a piece's reduction then overlaps the next piece's
 // transfer (NCCL's chunked steps). With slices the simulation needs several moves in
@@ -63,7 +67,7 @@ struct CollectiveSpec {
   DType dtype = DType::f32;
   int slices = 1;          // pipelined pieces (ring, tree, hierarchical)
   int window = 1;          // pairwise: sends in flight per rank, 0 = all
-  int ranks_per_node = 0;  // hierarchical: ranks per node (consecutive ranks share a node)
+  int ranks_per_node = 0;  // hierarchical, two-level pairwise: ranks per node (consecutive ranks share a node)
 };
 
 // Errors name the field: fewer than 1 rank, bytes not a positive whole number of `dtype`
