@@ -110,6 +110,28 @@ class Builder {
     deps.insert(std::lower_bound(deps.begin(), deps.end(), earlier), earlier);
   }
   [[nodiscard]] TaskId last() const { return TaskId(static_cast<std::int32_t>(tg_.tasks.size() - 1)); }
+  [[nodiscard]] std::size_t size() const { return tg_.tasks.size(); }
+
+  // Tasks [first, size()) are piece j: records each rank's last incoming move, and makes
+  // each rank's first send of piece j wait for piece j − kPiecesInFlight to reach it.
+  void bound_pieces(std::size_t first, int j, int n, std::vector<std::vector<TaskId>>& last_into) {
+    constexpr int kPiecesInFlight = 8;  // NCCL_STEPS (NCCL src/include/device.h): steps in flight per connection
+    last_into.emplace_back(static_cast<std::size_t>(n));
+    std::vector<TaskId> first_from(static_cast<std::size_t>(n));
+    for (std::size_t t = first; t < tg_.tasks.size(); ++t) {
+      const Task& task = tg_.tasks[t];
+      if (task.kind != TaskKind::move) continue;
+      last_into.back()[task.dst_device.index()] = TaskId(static_cast<std::int32_t>(t));
+      TaskId& f = first_from[task.device.index()];
+      if (!f.valid()) f = TaskId(static_cast<std::int32_t>(t));
+    }
+    if (j < kPiecesInFlight) return;
+    const auto& before = last_into[static_cast<std::size_t>(j - kPiecesInFlight)];
+    for (int r = 0; r < n; ++r) {
+      const auto ur = static_cast<std::size_t>(r);
+      if (before[ur].valid() && first_from[ur].valid()) order(before[ur], first_from[ur]);
+    }
+  }
 
   TaskGraph take() { return std::move(tg_); }
 
@@ -243,6 +265,52 @@ void tree_all_reduce(Builder& b, int n, const std::vector<Piece>& data, int node
   }
 }
 
+// Hierarchical all-reduce of data[p] (ranks numbered node by node, g per node):
+// reduce-scatter in every node, all-reduce along every rail, all-gather in every node.
+void hierarchical_all_reduce(Builder& b, int n, int g, const std::vector<Piece>& data) {
+    // Hierarchical: reduce-scatter in every node, all-reduce along every rail, all-gather
+  // in every node.
+  const int nodes = n / g;
+  std::vector<Chunk> reduced(static_cast<std::size_t>(n));
+  for (int q = 0; q < nodes; ++q) {
+    std::vector<int> ring;
+    std::vector<Piece> part;
+    for (int l = 0; l < g; ++l) {
+      ring.push_back(q * g + l);
+      part.push_back(data[static_cast<std::size_t>(q * g + l)]);
+    }
+    auto r = ring_reduce_scatter(b, ring, part, 1);
+    for (int l = 0; l < g; ++l) reduced[static_cast<std::size_t>(q * g + l)] = r[static_cast<std::size_t>(l)];
+  }
+  const int inter_node0 = g;  // after the g − 1 intra-node steps
+  std::vector<Chunk> full(static_cast<std::size_t>(n));
+  for (int l = 0; l < g; ++l) {
+    std::vector<int> rail;
+    std::vector<Piece> part;
+    for (int q = 0; q < nodes; ++q) {
+      rail.push_back(q * g + l);
+      part.push_back(reduced[static_cast<std::size_t>(q * g + l)][0]);
+    }
+    auto r = ring_reduce_scatter(b, rail, part, inter_node0);
+    auto have = ring_all_gather(b, rail, r, 1, inter_node0 + nodes - 1);
+    for (int q = 0; q < nodes; ++q) {
+      Chunk c;
+      for (const Chunk& sub : have[static_cast<std::size_t>(q)]) c.insert(c.end(), sub.begin(), sub.end());
+      full[static_cast<std::size_t>(q * g + l)] = std::move(c);
+    }
+  }
+  const int ag_node0 = inter_node0 + 2 * (nodes - 1);
+  for (int q = 0; q < nodes; ++q) {
+    std::vector<int> ring;
+    std::vector<Chunk> owned;
+    for (int l = 0; l < g; ++l) {
+      ring.push_back(q * g + l);
+      owned.push_back(full[static_cast<std::size_t>(q * g + l)]);
+    }
+    (void)ring_all_gather(b, ring, owned, 1, ag_node0);
+  }
+}
+
 void check_spec(const CollectiveSpec& s) {
   const std::string_view c = to_string(s.collective);
   if (s.ranks < 1) fail("collective ", c, ": the number of ranks must be >= 1, got ", s.ranks);
@@ -364,63 +432,28 @@ TaskGraph collective_task_graph(const CollectiveSpec& s) {
 
   std::vector<BufferId> in;
   for (int i = 0; i < n; ++i) in.push_back(b.input(i, elements));
+  // Pieces in flight: a rank starts sending piece j once piece j − kPiecesInFlight has
+  // arrived at it, as NCCL's loop over chunks keeps a bounded number of steps in flight;
+  // older pieces then finish first instead of every piece finishing at the end.
+  std::vector<std::vector<TaskId>> last_into;  // per piece, per rank: its last incoming move
   for (int j = 0; j < s.slices; ++j) {
+    const std::size_t first_task = b.size();
     auto [off, l] = slice(elements, j);
     std::vector<Piece> data;
     for (int i = 0; i < n; ++i) data.push_back(Piece{in[static_cast<std::size_t>(i)], off, l});
     if (s.algorithm == Algorithm::tree) {
       tree_all_reduce(b, n, data, 1);
-      continue;
-    }
-    if (s.algorithm == Algorithm::ring) {
+    } else if (s.algorithm == Algorithm::ring) {
       std::vector<Chunk> reduced = ring_reduce_scatter(b, all, data, 1);
       if (s.collective == Collective::allreduce) (void)ring_all_gather(b, all, reduced, 1, n);
-      continue;
+    } else {
+      hierarchical_all_reduce(b, n, s.ranks_per_node, data);
     }
-    // Hierarchical: reduce-scatter in every node, all-reduce along every rail, all-gather
-    // in every node.
-    const int g = s.ranks_per_node, nodes = n / g;
-    std::vector<Chunk> reduced(static_cast<std::size_t>(n));
-    for (int q = 0; q < nodes; ++q) {
-      std::vector<int> ring;
-      std::vector<Piece> part;
-      for (int l = 0; l < g; ++l) {
-        ring.push_back(q * g + l);
-        part.push_back(data[static_cast<std::size_t>(q * g + l)]);
-      }
-      auto r = ring_reduce_scatter(b, ring, part, 1);
-      for (int l = 0; l < g; ++l) reduced[static_cast<std::size_t>(q * g + l)] = r[static_cast<std::size_t>(l)];
-    }
-    const int inter_node0 = g;  // after the g − 1 intra-node steps
-    std::vector<Chunk> full(static_cast<std::size_t>(n));
-    for (int l = 0; l < g; ++l) {
-      std::vector<int> rail;
-      std::vector<Piece> part;
-      for (int q = 0; q < nodes; ++q) {
-        rail.push_back(q * g + l);
-        part.push_back(reduced[static_cast<std::size_t>(q * g + l)][0]);
-      }
-      auto r = ring_reduce_scatter(b, rail, part, inter_node0);
-      auto have = ring_all_gather(b, rail, r, 1, inter_node0 + nodes - 1);
-      for (int q = 0; q < nodes; ++q) {
-        Chunk c;
-        for (const Chunk& sub : have[static_cast<std::size_t>(q)]) c.insert(c.end(), sub.begin(), sub.end());
-        full[static_cast<std::size_t>(q * g + l)] = std::move(c);
-      }
-    }
-    const int ag_node0 = inter_node0 + 2 * (nodes - 1);
-    for (int q = 0; q < nodes; ++q) {
-      std::vector<int> ring;
-      std::vector<Chunk> owned;
-      for (int l = 0; l < g; ++l) {
-        ring.push_back(q * g + l);
-        owned.push_back(full[static_cast<std::size_t>(q * g + l)]);
-      }
-      (void)ring_all_gather(b, ring, owned, 1, ag_node0);
-    }
+    b.bound_pieces(first_task, j, n, last_into);
   }
   return b.take();
 }
+
 
 namespace {
 
@@ -568,7 +601,7 @@ CollectivePlan plan_collective(Collective c, int n, std::int64_t bytes, DType dt
   // Pieces: a ring's chunk is S/n per rank (S/(n·g) along a rail), a tree's S/2.
   std::int64_t chunk = bytes / std::max(n, 1);
   if (s.algorithm == Algorithm::tree) chunk = bytes / 2;
-  if (s.algorithm == Algorithm::hierarchical) chunk = bytes / n;
+  if (s.algorithm == Algorithm::hierarchical) chunk = bytes / std::max(s.ranks_per_node, 1);
   if (s.algorithm != Algorithm::pairwise) s.slices = default_slices(chunk);
   const std::int64_t elements = bytes / dtype_bytes(dtype);
   while (s.slices > 1 && elements < static_cast<std::int64_t>(2) * n * s.slices) --s.slices;
