@@ -77,6 +77,15 @@ class Run {
     }
   };
   using ReadyHeap = std::vector<Ready>;
+  struct Bucket {
+    std::int32_t link;  // the first link of its moves' routes, -1 for an empty route
+    ReadyHeap heap;
+    int in_flight = 0;  // its moves holding a channel
+  };
+  struct Parked {
+    Ready ready;
+    std::int32_t slot;  // its lane
+  };
 
   // Per task, what the event loop reads, written once in setup: 32 bytes, so that
   // releasing or starting a task touches one half cache line of it.
@@ -234,6 +243,7 @@ class Run {
     if (freed_links_) {
       link_waiters_.assign(m_.links.size(), {});
       parked_.assign(m_.links.size(), {});
+      unpark_pending_.assign(m_.links.size(), 0);
     }
 
     // Adjacency (CSR): per task, the buffers it reads, then its successors in task order.
@@ -399,7 +409,7 @@ class Run {
 
   // Runs zero-time tasks, starts ready tasks on free lanes, applies interference.
   void settle(SimTime t) {
-    while (!instant_.empty() || !dirty_lanes_.empty()) {
+    while (!instant_.empty() || !dirty_lanes_.empty() || !unpark_links_.empty()) {
       // Zero-time tasks in the order they became ready (completing one may append more).
       for (std::size_t k = 0; k < instant_.size(); ++k) {
         const Released r = instant_[k];
@@ -407,6 +417,7 @@ class Run {
         complete(r.task, t);
       }
       instant_.clear();
+      if (!unpark_links_.empty()) unpark();
       dispatch(t);
     }
     if (interfere_) apply_interference(t);
@@ -494,13 +505,55 @@ class Run {
       const auto ul = static_cast<std::size_t>(l);
       for (std::int32_t s : link_waiters_[ul]) mark_lane(static_cast<std::size_t>(s));
       link_waiters_[ul].clear();
-      for (const Parked& p : parked_[ul]) {
-        push_bucket(static_cast<std::size_t>(p.slot), p.ready);
-        mark_lane(static_cast<std::size_t>(p.slot));
+      if (!parked_[ul].empty() && !unpark_pending_[ul]) {
+        unpark_pending_[ul] = 1;
+        unpark_links_.push_back(l);
       }
-      parked_[ul].clear();
     }
     freed_links_->clear();
+  }
+
+  // Moves parked on a free link go back to their lanes one at a time, best first, until
+  // one of them takes the link (checked after each dispatch) or none is left: a move
+  // blocked elsewhere is parked there instead; one whose lane has no free channel stays
+  // in its lane and the next is tried. So a link with many waiting moves costs one
+  // return per transfer it carries, not one per waiting move.
+  void unpark() {
+    std::vector<std::int32_t>& links = unpark_scratch_;
+    links.swap(unpark_links_);
+    for (std::int32_t l : links) {
+      const auto ul = static_cast<std::size_t>(l);
+      auto& heap = parked_[ul];
+      bool keep = false;
+      while (!heap.empty()) {
+        const Parked p = heap.front();
+        std::int32_t link = -1;
+        const bool busy = network_->busy(info_[static_cast<std::size_t>(p.ready.r.task)].route, link);
+        if (busy && link == l) break;  // taken
+        std::pop_heap(heap.begin(), heap.end(), parked_after);
+        heap.pop_back();
+        if (busy) {
+          park(link, p);
+          continue;
+        }
+        push_bucket(static_cast<std::size_t>(p.slot), p.ready);
+        mark_lane(static_cast<std::size_t>(p.slot));
+        keep = !heap.empty();
+        break;
+      }
+      if (keep) {
+        unpark_links_.push_back(l);
+      } else {
+        unpark_pending_[ul] = 0;
+      }
+    }
+    links.clear();
+  }
+  static bool parked_after(const Parked& a, const Parked& b) { return a.ready > b.ready; }
+  void park(std::int32_t link, const Parked& p) {
+    auto& heap = parked_[static_cast<std::size_t>(link)];
+    heap.push_back(p);
+    std::push_heap(heap.begin(), heap.end(), parked_after);
   }
 
   void mark_lane(std::size_t slot) {
@@ -548,7 +601,7 @@ class Run {
             break;
           }
           std::pop_heap(h.begin(), h.end(), std::greater<>());
-          parked_[static_cast<std::size_t>(link)].push_back(Parked{h.back(), static_cast<std::int32_t>(slot)});
+          park(link, Parked{h.back(), static_cast<std::int32_t>(slot)});
           h.pop_back();
           --bucket_count_[slot];
         }
@@ -1050,22 +1103,15 @@ class Run {
   std::vector<std::int32_t>* freed_links_ = nullptr;
   std::vector<std::vector<std::int32_t>> link_waiters_;
   std::vector<Ready> waiting_scratch_;
-  struct Bucket {
-    std::int32_t link;  // the first link of its moves' routes, -1 for an empty route
-    ReadyHeap heap;
-    int in_flight = 0;  // its moves holding a channel
-  };
   bool bucketed_ = false;   // comm lanes keep buckets (a model with busy(), or channels_per_link)
   std::size_t chan_stride_ = 1;  // channel slots per device
   std::vector<std::vector<std::int32_t>> first_links_;  // channels_per_link: per device, its routes' first links
-  struct Parked {
-    Ready ready;
-    std::int32_t slot;  // its lane
-  };
   std::vector<std::vector<Bucket>> buckets_;  // per lane slot (comm lanes)
   std::vector<std::int32_t> bucket_count_;    // per lane slot: ready moves in its buckets
   std::vector<char> bucket_blocked_;          // scratch
-  std::vector<std::vector<Parked>> parked_;   // per link: moves whose route waits for it
+  std::vector<std::vector<Parked>> parked_;   // per link: moves whose route waits for it (a heap, best on top)
+  std::vector<char> unpark_pending_;           // per link: in unpark_links_
+  std::vector<std::int32_t> unpark_links_, unpark_scratch_;  // free links with parked moves to return
   EventQueue<Event> queue_;
   std::vector<Released> instant_;
   std::vector<std::int32_t> finished_;

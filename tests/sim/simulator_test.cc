@@ -426,6 +426,7 @@ TEST(Simulator, AlphaBetaAndFlowAgreeOnEveryBuiltInWorkloadWhereNoLinkIsShared) 
   // link: the models must give the same makespan (within 10%, the acceptance bound; they
   // agree exactly).
   Machine m = full_mesh(4);
+  ASSERT_GE(workloads().size(), 4u);
   for (const WorkloadInfo& w : workloads()) {
     Graph g = build_workload(w.name);
     TaskGraph tg = lower(g, split_largest(g, 4));
