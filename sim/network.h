@@ -16,12 +16,14 @@
 //               finishes the route's latency later (latency overlaps the next transfer's
 //               bytes). A transfer that cannot be granted holds nothing; when links free
 //               up, waiting transfers are tried in start order and granted where their
-//               whole route is free. busy() lets the simulator keep a move whose route is
+//               whole route has room. busy() lets the simulator keep a move whose route is
 //               full in its lane's ready queue, holding no channel, so that the move
 //               behind it on the same device can go (greedy list scheduling).
 //
 // On one link, both give the same finish time to a lone transfer and the same time for
-// the last of several: flow shares, alpha-beta serialises.
+// the last of several: flow shares, alpha-beta serialises. Driven by the simulator
+// (NetworkContext::caller_adds_latency), a model times bytes only and the simulator adds
+// the route's latency after them, with the sender's channel free.
 //
 // A transfer's slowdown (>= 1, from compute/communication interference on its sender)
 // stretches its bytes, never its latency: under alpha-beta its remaining serialisation

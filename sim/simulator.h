@@ -9,8 +9,11 @@
 //                network model whose links serve one transfer at a time (alpha-beta), a
 //                ready move whose route has a busy link stays in its lane's ready queue,
 //                holding no channel, and moves behind it whose routes are free go first;
-//                it is tried again when a link it waits for frees. So a comm lane is busy
-//                only while a transfer is in its latency or its bytes are on the links.
+//                it is tried again when a link it waits for frees. A move holds its
+//                channel (and its comm lane is busy) while its bytes are on the links;
+//                its route's latency follows with the channel free, and the move completes
+//                after it. With channels_per_link, comm_channels is per first link of a
+//                move's route (NVLink, NIC, PCIe) rather than per device.
 //   single lane  on a device type with single_lane (a CPU worker), compute, touches and
 //                incoming moves all queue for one lane: one task at a time. A move into
 //                such a device runs on the receiver (the worker copies what it needs when
