@@ -205,7 +205,9 @@ TEST(Collectives, TunerPicksHierarchicalAcrossNodesAndRingInsideOne) {
   for (std::size_t k = 0; k < one.estimates.size(); ++k) {
     const auto& e = one.estimates[k];
     EXPECT_NEAR(e.time_s, e.latency_s + static_cast<double>(s) / e.algbw_bytes_per_s, 1e-12);
-    if (k > 0) EXPECT_LE(one.estimates[k - 1].time_s, e.time_s);
+    if (k > 0) {
+      EXPECT_LE(one.estimates[k - 1].time_s, e.time_s);
+    }
   }
   // Small messages: the tree's log2(n) latency beats the ring's 2(n−1) hops.
   EXPECT_EQ(plan_collective(Collective::allreduce, 8, 4096, DType::f32, machine_preset("h100-sxm-8")).spec.algorithm,
