@@ -52,6 +52,10 @@ class AlphaBeta final : public NetworkModel {
       }
     return false;
   }
+  bool link_full(std::int32_t route, std::int32_t link) const override {
+    const auto l = static_cast<std::size_t>(link);
+    return load_[l] > 0 && load_[l] + routes_.bytes_per_s(route) > capacity_[l];
+  }
   std::vector<std::int32_t>* freed_links() override { return &freed_; }
 
   void start(std::int32_t id, std::int32_t route, std::int64_t bytes, double slowdown, SimTime now) override {

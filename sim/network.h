@@ -89,6 +89,8 @@ class NetworkModel {
   // `route` started now would wait, and if so one link it would wait for (`link`).
   // Models that always admit a transfer at once return false.
   [[nodiscard]] virtual bool busy(std::int32_t /*route*/, std::int32_t& /*link*/) const { return false; }
+  // Whether `link` (on `route`) has no room for a transfer over `route` now.
+  [[nodiscard]] virtual bool link_full(std::int32_t /*route*/, std::int32_t /*link*/) const { return false; }
   // The links advance() freed (alpha-beta), appended as they free; the caller clears it.
   // nullptr for models whose busy() is always false.
   [[nodiscard]] virtual std::vector<std::int32_t>* freed_links() { return nullptr; }

@@ -527,9 +527,10 @@ class Run {
       bool keep = false;
       while (!heap.empty()) {
         const Parked p = heap.front();
+        const std::int32_t route = info_[static_cast<std::size_t>(p.ready.r.task)].route;
+        if (network_->link_full(route, l)) break;  // taken
         std::int32_t link = -1;
-        const bool busy = network_->busy(info_[static_cast<std::size_t>(p.ready.r.task)].route, link);
-        if (busy && link == l) break;  // taken
+        const bool busy = network_->busy(route, link);
         std::pop_heap(heap.begin(), heap.end(), parked_after);
         heap.pop_back();
         if (busy) {
