@@ -190,7 +190,7 @@ void add_compare(CLI::App& app) {
   cmd->add_option("-m,--machine", o->machine,
                   "machine JSON from `tessel calibrate` (default: calibrate here, one calibration round before each "
                   "timed round, so that both see the machine at the same moments)");
-  cmd->add_option("--network", o->network, "simulator network model: alpha-beta or flow")->capture_default_str();
+  cmd->add_option("--network", o->network, "simulator network model: flow or alpha-beta")->capture_default_str();
   cmd->add_option("--repeat", o->repeat, "measured runs per row; the median is reported")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "core/error.h"
@@ -54,12 +55,13 @@ struct Opts {
   DecompositionOptions dec;
   std::string task_graph_file;
   std::string machine;
-  std::string network = "alpha-beta";
+  std::string network = "flow";
   std::string policy = "async";
   std::string priority = "longest-path";
   bool no_interference = false;
   int comm_channels = 1;
   std::string collective;
+  std::string algorithm = "auto";
   std::string bytes;
   std::string dtype = "f32";
   std::string trace;
@@ -134,7 +136,6 @@ void run_simulate(const Opts& o) {
   so.priority = sim::parse_priority(o.priority, "--priority");
   so.interference = !o.no_interference;
   so.comm_channels = o.comm_channels;
-  if (!o.machine_out.empty()) write_file_atomic(o.machine_out, to_json(m).dump(2) + "\n");
 
   const bool collective = !o.collective.empty();
   const int sources = (!o.graph.workload.empty() || !o.graph.graph_file.empty()) + !o.task_graph_file.empty() + collective;
@@ -146,15 +147,28 @@ void run_simulate(const Opts& o) {
   std::string what;
   sim::Collective coll = sim::Collective::allreduce;
   std::int64_t coll_bytes = 0;
+  sim::CollectivePlan plan;
+  if (!collective && o.algorithm != "auto") fail("--algorithm applies to --collective only");
   if (collective) {
     coll = sim::parse_collective(o.collective, "--collective");
     if (o.bytes.empty()) fail("--collective needs --bytes SIZE");
     coll_bytes = parse_bytes(o.bytes);
     if (o.dec.devices > m.num_devices())
       fail("-d ", o.dec.devices, ": machine '", m.name, "' has only ", m.num_devices(), " devices");
-    tg = sim::collective_task_graph(coll, o.dec.devices, coll_bytes, parse_dtype(o.dtype, "--dtype"));
-    what = std::string(sim::to_string(coll)) + " of " + human_bytes(static_cast<double>(coll_bytes)) + " over " +
-           std::to_string(o.dec.devices) + " ranks";
+    std::optional<sim::Algorithm> forced;
+    if (o.algorithm != "auto") {
+      try {
+        forced = sim::parse_algorithm(o.algorithm, "--algorithm");
+      } catch (const Error&) {
+        fail("--algorithm: unknown algorithm '", o.algorithm, "' (expected auto, ring, tree, hierarchical or pairwise)");
+      }
+    }
+    so.channels_per_link = true;  // one connection per peer link, as NCCL keeps them
+    plan = sim::plan_collective(coll, o.dec.devices, coll_bytes, parse_dtype(o.dtype, "--dtype"), m, forced);
+    plan.spec.window = plan.spec.ranks_per_node > 0 ? 0 : so.comm_channels;
+    tg = sim::collective_task_graph(plan.spec);
+    what = std::string(sim::to_string(coll)) + " (" + std::string(sim::to_string(plan.spec.algorithm)) + ") of " +
+           human_bytes(static_cast<double>(coll_bytes)) + " over " + std::to_string(o.dec.devices) + " ranks";
   } else if (!o.task_graph_file.empty()) {
     tg = sim::task_graph_from_json(read_json_file(o.task_graph_file), o.task_graph_file);
     what = o.task_graph_file;
@@ -170,6 +184,7 @@ void run_simulate(const Opts& o) {
   }
   if (tg.num_devices > m.num_devices())
     fail(what, " is placed on ", tg.num_devices, " devices but machine '", m.name, "' has ", m.num_devices());
+  if (!o.machine_out.empty()) write_file_atomic(o.machine_out, to_json(m).dump(2) + "\n");
 
   sim::SimResult r = sim::simulate(tg, m, so);
 
@@ -192,6 +207,21 @@ void run_simulate(const Opts& o) {
     j["ranks"] = o.dec.devices;
     j["algbw_GBps"] = algbw;
     j["busbw_GBps"] = busbw;
+    j["algorithm"] = std::string(sim::to_string(plan.spec.algorithm));
+    j["slices"] = plan.spec.slices;
+    j["comm_channels"] = so.comm_channels;
+    json est = json::array();
+    for (const auto& e : plan.estimates)
+      est.push_back({{"algorithm", std::string(sim::to_string(e.algorithm))},
+                     {"latency_s", e.latency_s},
+                     {"algbw_bytes_per_s", e.algbw_bytes_per_s},
+                     {"time_s", e.time_s}});
+    j["tuner_estimates"] = est;
+    if (auto pub = sim::published_busbw(coll, o.dec.devices, m))
+      j["published_busbw"] = {{"low_GBps", pub->low_GBps},
+                              {"high_GBps", pub->high_GBps},
+                              {"system", std::string(pub->system)},
+                              {"source", std::string(pub->source)}};
   }
   if (o.json_out) {
     print_json(j);
@@ -200,7 +230,17 @@ void run_simulate(const Opts& o) {
   std::printf("%s on %s (%d of %d devices), network %s, policy %s%s\n", what.c_str(), m.name.c_str(), tg.num_devices,
               m.num_devices(), o.network.c_str(), o.policy.c_str(), so.interference ? "" : ", no interference");
   print_report(r, tg, m);
-  if (collective) std::printf("  bandwidth     algbw %.2f GB/s, busbw %.2f GB/s\n", algbw, busbw);
+  if (collective) {
+    std::printf("  bandwidth     algbw %.2f GB/s, busbw %.2f GB/s\n", algbw, busbw);
+    std::printf("  algorithm     %s%s, %d slices, %d channels; tuner estimates:", std::string(sim::to_string(plan.spec.algorithm)).c_str(),
+                o.algorithm == "auto" ? " (tuner's choice)" : " (forced)", plan.spec.slices, so.comm_channels);
+    for (const auto& e : plan.estimates)
+      std::printf(" %s %s", std::string(sim::to_string(e.algorithm)).c_str(), human_seconds(e.time_s).c_str());
+    std::printf("\n");
+    if (auto pub = sim::published_busbw(coll, o.dec.devices, m))
+      std::printf("  published     busbw %.0f-%.0f GB/s on %s (%s)\n", pub->low_GBps, pub->high_GBps,
+                  std::string(pub->system).c_str(), std::string(pub->source).c_str());
+  }
   if (!o.trace.empty()) std::printf("  trace         %s\n", o.trace.c_str());
 }
 
@@ -216,26 +256,32 @@ void add_sim_commands(CLI::App& app) {
                   "machine preset (h100-sxm-8, a100-sxm-8, h100-pcie-4, cpu, cpu:N, cluster:NODESxPRESET"
                   "[,oversubscription=R]) or machine JSON file")
       ->required();
-  cmd->add_option("--network", o->network, "network model: alpha-beta or flow")->capture_default_str();
+  cmd->add_option("--network", o->network, "network model: flow or alpha-beta")->capture_default_str();
   cmd->add_option("--policy", o->policy, "async (work-conserving) or bsp (barriers per graph node)")
       ->capture_default_str();
   cmd->add_option("--priority", o->priority, "async ready order: longest-path or fifo")->capture_default_str();
   cmd->add_flag("--no-interference", o->no_interference, "perfect compute/communication overlap");
-  cmd->add_option("--comm-channels", o->comm_channels, "moves a device sends at the same time")
+  cmd->add_option("--comm-channels", o->comm_channels,
+                  "moves a device sends at the same time (with --collective: per link it sends on)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_option("--collective", o->collective, "simulate a collective instead: allreduce, reducescatter, allgather, alltoall");
   cmd->add_option("--bytes", o->bytes, "collective size S as nccl-tests uses it, e.g. 1GiB, 64MB, 1e9");
   cmd->add_option("--dtype", o->dtype, "collective element type")->capture_default_str();
+  cmd->add_option("--algorithm", o->algorithm,
+                  "collective algorithm: auto (NCCL's tuner: latency + bytes/bandwidth), ring, tree (allreduce), "
+                  "hierarchical (allreduce on 2+ nodes), pairwise (alltoall)")
+      ->capture_default_str();
   cmd->add_option("--trace", o->trace, "write the simulated timeline as Chrome-trace JSON (Perfetto)");
   cmd->add_option("--write-machine", o->machine_out, "write the machine used as JSON");
   cmd->add_flag("--json", o->json_out, "machine-readable output");
   cmd->footer(
       "Examples:\n"
       "  tessel simulate -w chain:size=4096 -d 8 -m h100-sxm-8\n"
-      "  tessel simulate -w llama-block:model=65b -d 1024 -m cluster:128xh100-sxm-8 --network flow --json\n"
+      "  tessel simulate -w llama-block:model=65b -d 1024 -m cluster:128xh100-sxm-8 --network alpha-beta --json\n"
       "  tessel simulate -w ffn -d 8 -m h100-sxm-8 --policy bsp --trace ffn.json\n"
       "  tessel simulate --collective allreduce --bytes 1GiB -d 8 -m h100-sxm-8\n"
+      "  tessel simulate --collective allreduce --bytes 1GiB -d 16 -m cluster:2xh100-sxm-8 --algorithm hierarchical\n"
       "  tessel simulate -m h100-sxm-8 --write-machine m.json --collective alltoall --bytes 64MB -d 8");
   cmd->callback([o] { run_simulate(*o); });
 }

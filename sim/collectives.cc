@@ -1,6 +1,8 @@
 #include "sim/collectives.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <vector>
 
 #include "core/error.h"
@@ -102,6 +104,35 @@ class Builder {
     add(std::move(t));
   }
 
+  // `later` also waits for `earlier` (a dependency no buffer implies).
+  void order(TaskId earlier, TaskId later) {
+    auto& deps = tg_.tasks[later.index()].deps;
+    deps.insert(std::lower_bound(deps.begin(), deps.end(), earlier), earlier);
+  }
+  [[nodiscard]] TaskId last() const { return TaskId(static_cast<std::int32_t>(tg_.tasks.size() - 1)); }
+  [[nodiscard]] std::size_t size() const { return tg_.tasks.size(); }
+
+  // Tasks [first, size()) are piece j: records each rank's last incoming move, and makes
+  // each rank's first send of piece j wait for piece j − kPiecesInFlight to reach it.
+  void bound_pieces(std::size_t first, int j, int n, std::vector<std::vector<TaskId>>& last_into) {
+    constexpr int kPiecesInFlight = 8;  // NCCL_STEPS (NCCL src/include/device.h): steps in flight per connection
+    last_into.emplace_back(static_cast<std::size_t>(n));
+    std::vector<TaskId> first_from(static_cast<std::size_t>(n));
+    for (std::size_t t = first; t < tg_.tasks.size(); ++t) {
+      const Task& task = tg_.tasks[t];
+      if (task.kind != TaskKind::move) continue;
+      last_into.back()[task.dst_device.index()] = TaskId(static_cast<std::int32_t>(t));
+      TaskId& f = first_from[task.device.index()];
+      if (!f.valid()) f = TaskId(static_cast<std::int32_t>(t));
+    }
+    if (j < kPiecesInFlight) return;
+    const auto& before = last_into[static_cast<std::size_t>(j - kPiecesInFlight)];
+    for (int r = 0; r < n; ++r) {
+      const auto ur = static_cast<std::size_t>(r);
+      if (before[ur].valid() && first_from[ur].valid()) order(before[ur], first_from[ur]);
+    }
+  }
+
   TaskGraph take() { return std::move(tg_); }
 
  private:
@@ -120,71 +151,473 @@ class Builder {
   std::vector<std::vector<TaskId>> writers_;
 };
 
+
+
+// A contiguous run of elements in a buffer; a chunk of a collective is a list of them.
+struct Piece {
+  BufferId buf;
+  std::int64_t offset = 0;
+  std::int64_t length = 0;
+};
+using Chunk = std::vector<Piece>;
+
+// Ring reduce-scatter over devices `ring` (position p sends to p + 1) of the `length`
+// elements that position p holds at data[p] (buffer, offset), split into m chunks as
+// evenly as they go. Returns, per position p, the reduced chunk (p + 1) mod m.
+std::vector<Chunk> ring_reduce_scatter(Builder& b, const std::vector<int>& ring, const std::vector<Piece>& data,
+                                       int node) {
+  const int m = static_cast<int>(ring.size());
+  const std::int64_t length = data[0].length;
+  auto lo = [&](int c) { return static_cast<std::int64_t>(c) * length / m; };
+  auto len = [&](int c) { return lo(c + 1) - lo(c); };
+  auto mod = [m](int v) { return ((v % m) + m) % m; };
+  const auto um = static_cast<std::size_t>(m);
+  std::vector<std::vector<BufferId>> partial(um, std::vector<BufferId>(um));
+  for (int k = 0; k + 1 < m; ++k, ++node)
+    for (int i = 0; i < m; ++i) {
+      const int chunk = mod(i - k), to = mod(i + 1);
+      const auto ui = static_cast<std::size_t>(i), uc = static_cast<std::size_t>(chunk), ut = static_cast<std::size_t>(to);
+      const int dev = ring[ut];
+      BufferId received = k == 0 ? b.move(data[ui].buf, data[ui].offset + lo(chunk), len(chunk), dev, node)
+                                 : b.move(partial[ui][uc], 0, len(chunk), dev, node);
+      BufferId sum = b.buffer(dev, len(chunk), Agg::sum, node);
+      b.accumulate(received, 0, len(chunk), sum, node);
+      b.accumulate(data[ut].buf, data[ut].offset + lo(chunk), len(chunk), sum, node);
+      partial[ut][uc] = sum;
+    }
+  std::vector<Chunk> out(um);
+  for (int i = 0; i < m; ++i) {
+    const int c = mod(i + 1);
+    const auto ui = static_cast<std::size_t>(i);
+    out[ui] = m == 1 ? Chunk{data[0]} : Chunk{Piece{partial[ui][static_cast<std::size_t>(c)], 0, len(c)}};
+  }
+  return out;
+}
+
+// Ring all-gather: position p starts with chunk (p + own) mod m (`owned[p]`); in step k it
+// forwards the chunk it received in step k − 1 (its own first). Returns have[p][c].
+std::vector<std::vector<Chunk>> ring_all_gather(Builder& b, const std::vector<int>& ring, const std::vector<Chunk>& owned,
+                                                int own, int node) {
+  const int m = static_cast<int>(ring.size());
+  const auto um = static_cast<std::size_t>(m);
+  auto mod = [m](int v) { return ((v % m) + m) % m; };
+  std::vector<std::vector<Chunk>> have(um, std::vector<Chunk>(um));
+  for (int i = 0; i < m; ++i) have[static_cast<std::size_t>(i)][static_cast<std::size_t>(mod(i + own))] = owned[static_cast<std::size_t>(i)];
+  for (int k = 0; k + 1 < m; ++k, ++node)
+    for (int i = 0; i < m; ++i) {
+      const auto uc = static_cast<std::size_t>(mod(i + own - k));
+      const auto ut = static_cast<std::size_t>(mod(i + 1));
+      Chunk moved;
+      for (const Piece& p : have[static_cast<std::size_t>(i)][uc])
+        moved.push_back(Piece{b.move(p.buf, p.offset, p.length, ring[ut], node), 0, p.length});
+      have[ut][uc] = std::move(moved);
+    }
+  return have;
+}
+
+// Double binary tree all-reduce of data[p] (position p = rank p): tree 0 is the binary
+// heap on positions (parent (i − 1) / 2), tree 1 its mirror image (index n − 1 − p), each
+// reducing half of the elements up to its root, then broadcasting them down.
+void tree_all_reduce(Builder& b, int n, const std::vector<Piece>& data, int node0) {
+  int depth = 0;
+  while ((2 << depth) - 1 < n) ++depth;  // levels below the root
+  for (int t = 0; t < 2; ++t) {
+    const std::int64_t lo = t == 0 ? 0 : data[0].length / 2;
+    const std::int64_t len = t == 0 ? data[0].length / 2 : data[0].length - data[0].length / 2;
+    if (len == 0) continue;
+    auto rank_of = [&](int idx) { return t == 0 ? idx : n - 1 - idx; };
+    auto level = [](int idx) {
+      int l = 0;
+      while (idx > 0) idx = (idx - 1) / 2, ++l;
+      return l;
+    };
+    std::vector<Piece> partial(static_cast<std::size_t>(n));
+    // Reduce: deepest first; a node adds what its children send to its own half.
+    for (int idx = n - 1; idx >= 0; --idx) {
+      const int r = rank_of(idx);
+      const Piece own{data[static_cast<std::size_t>(r)].buf, data[static_cast<std::size_t>(r)].offset + lo, len};
+      const int node = node0 + depth - level(idx);
+      Piece mine = own;
+      const int c1 = 2 * idx + 1, c2 = 2 * idx + 2;
+      if (c1 < n) {
+        BufferId sum = b.buffer(r, len, Agg::sum, node);
+        b.accumulate(own.buf, own.offset, len, sum, node);
+        for (int c : {c1, c2}) {
+          if (c >= n) continue;
+          const Piece& p = partial[static_cast<std::size_t>(c)];
+          BufferId received = b.move(p.buf, p.offset, len, r, node);
+          b.accumulate(received, 0, len, sum, node);
+        }
+        mine = Piece{sum, 0, len};
+      }
+      partial[static_cast<std::size_t>(idx)] = mine;
+    }
+    // Broadcast: the root's sum down the same tree.
+    std::vector<Piece> final_(static_cast<std::size_t>(n));
+    final_[0] = partial[0];
+    for (int idx = 0; idx < n; ++idx)
+      for (int c : {2 * idx + 1, 2 * idx + 2}) {
+        if (c >= n) continue;
+        const Piece& p = final_[static_cast<std::size_t>(idx)];
+        final_[static_cast<std::size_t>(c)] =
+            Piece{b.move(p.buf, p.offset, len, rank_of(c), node0 + depth + 1 + level(idx)), 0, len};
+      }
+  }
+}
+
+// Hierarchical all-reduce of data[p] (ranks numbered node by node, g per node):
+// reduce-scatter in every node, all-reduce along every rail, all-gather in every node.
+void hierarchical_all_reduce(Builder& b, int n, int g, const std::vector<Piece>& data) {
+    // Hierarchical: reduce-scatter in every node, all-reduce along every rail, all-gather
+  // in every node.
+  const int nodes = n / g;
+  std::vector<Chunk> reduced(static_cast<std::size_t>(n));
+  for (int q = 0; q < nodes; ++q) {
+    std::vector<int> ring;
+    std::vector<Piece> part;
+    for (int l = 0; l < g; ++l) {
+      ring.push_back(q * g + l);
+      part.push_back(data[static_cast<std::size_t>(q * g + l)]);
+    }
+    auto r = ring_reduce_scatter(b, ring, part, 1);
+    for (int l = 0; l < g; ++l) reduced[static_cast<std::size_t>(q * g + l)] = r[static_cast<std::size_t>(l)];
+  }
+  const int inter_node0 = g;  // after the g − 1 intra-node steps
+  std::vector<Chunk> full(static_cast<std::size_t>(n));
+  for (int l = 0; l < g; ++l) {
+    std::vector<int> rail;
+    std::vector<Piece> part;
+    for (int q = 0; q < nodes; ++q) {
+      rail.push_back(q * g + l);
+      part.push_back(reduced[static_cast<std::size_t>(q * g + l)][0]);
+    }
+    auto r = ring_reduce_scatter(b, rail, part, inter_node0);
+    auto have = ring_all_gather(b, rail, r, 1, inter_node0 + nodes - 1);
+    for (int q = 0; q < nodes; ++q) {
+      Chunk c;
+      for (const Chunk& sub : have[static_cast<std::size_t>(q)]) c.insert(c.end(), sub.begin(), sub.end());
+      full[static_cast<std::size_t>(q * g + l)] = std::move(c);
+    }
+  }
+  const int ag_node0 = inter_node0 + 2 * (nodes - 1);
+  for (int q = 0; q < nodes; ++q) {
+    std::vector<int> ring;
+    std::vector<Chunk> owned;
+    for (int l = 0; l < g; ++l) {
+      ring.push_back(q * g + l);
+      owned.push_back(full[static_cast<std::size_t>(q * g + l)]);
+    }
+    (void)ring_all_gather(b, ring, owned, 1, ag_node0);
+  }
+}
+
+void check_spec(const CollectiveSpec& s) {
+  const std::string_view c = to_string(s.collective);
+  if (s.ranks < 1) fail("collective ", c, ": the number of ranks must be >= 1, got ", s.ranks);
+  const std::int64_t eb = dtype_bytes(s.dtype);
+  if (s.bytes <= 0 || s.bytes % eb != 0)
+    fail("collective ", c, ": bytes = ", s.bytes, " is not a positive whole number of ", to_string(s.dtype),
+         " elements (", eb, " bytes each)");
+  if (s.slices < 1) fail("collective ", c, ": slices must be >= 1, got ", s.slices);
+  if (s.window < 0) fail("collective ", c, ": window must be >= 0, got ", s.window);
+  const bool a2a = s.collective == Collective::alltoall;
+  if (a2a != (s.algorithm == Algorithm::pairwise) ||
+      ((s.algorithm == Algorithm::tree || s.algorithm == Algorithm::hierarchical) && s.collective != Collective::allreduce))
+    fail("algorithm: '", to_string(s.algorithm), "' does not fit ", c, " (expected ",
+         a2a ? "pairwise" : s.collective == Collective::allreduce ? "ring, tree or hierarchical" : "ring", ")");
+  if ((s.algorithm == Algorithm::hierarchical || (a2a && s.ranks_per_node > 0)) &&
+      (s.ranks_per_node < 1 || s.ranks % s.ranks_per_node != 0 || s.ranks / s.ranks_per_node < 2))
+    fail("algorithm: 'hierarchical' needs ranks on at least two nodes of equal size; ", s.ranks, " ranks with ",
+         s.ranks_per_node, " per node do not fit");
+  const std::int64_t elements = s.bytes / eb;
+  const std::int64_t need = static_cast<std::int64_t>(a2a ? s.ranks : s.ranks * 2) * s.slices;
+  if (elements < need && !(s.ranks == 1 && elements >= s.slices))
+    fail("collective ", c, ": ", elements, " elements cannot be split into ", s.ranks, " ranks x ", s.slices,
+         " slices", a2a ? "" : " x 2", " (one element per chunk at least)");
+}
+
 }  // namespace
 
+std::string_view to_string(Algorithm a) {
+  switch (a) {
+    case Algorithm::ring: return "ring";
+    case Algorithm::tree: return "tree";
+    case Algorithm::hierarchical: return "hierarchical";
+    case Algorithm::pairwise: return "pairwise";
+  }
+  return "?";
+}
+
+Algorithm parse_algorithm(std::string_view s, std::string_view what) {
+  for (Algorithm a : {Algorithm::ring, Algorithm::tree, Algorithm::hierarchical, Algorithm::pairwise})
+    if (s == to_string(a)) return a;
+  fail(what, ": unknown algorithm '", s, "' (expected ring, tree, hierarchical or pairwise)");
+}
+
 TaskGraph collective_task_graph(Collective c, int n, std::int64_t bytes, DType dtype) {
-  if (n < 1) fail("collective ", to_string(c), ": the number of ranks must be >= 1, got ", n);
-  const std::int64_t eb = dtype_bytes(dtype);
-  if (bytes <= 0 || bytes % eb != 0)
-    fail("collective ", to_string(c), ": bytes = ", bytes, " is not a positive whole number of ", to_string(dtype),
-         " elements (", eb, " bytes each)");
-  const std::int64_t elements = bytes / eb;
-  if (elements < n)
-    fail("collective ", to_string(c), ": ", elements, " elements cannot be split into ", n, " chunks (one per rank)");
+  CollectiveSpec s;
+  s.collective = c;
+  s.algorithm = c == Collective::alltoall ? Algorithm::pairwise : Algorithm::ring;
+  s.ranks = n;
+  s.bytes = bytes;
+  s.dtype = dtype;
+  return collective_task_graph(s);
+}
+
+TaskGraph collective_task_graph(const CollectiveSpec& s) {
+  check_spec(s);
+  const int n = s.ranks;
+  const std::int64_t elements = s.bytes / dtype_bytes(s.dtype);
   auto lo = [&](int chunk) { return static_cast<std::int64_t>(chunk) * elements / n; };
   auto len = [&](int chunk) { return lo(chunk + 1) - lo(chunk); };
   auto mod = [n](int v) { return ((v % n) + n) % n; };
+  Builder b(n, s.dtype);
+  std::vector<int> all(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) all[static_cast<std::size_t>(i)] = i;
 
-  Builder b(n, dtype);
-  // have[i][chunk]: the buffer that holds `chunk` at rank i (fully reduced, for all-gather).
-  std::vector<std::vector<BufferId>> have(static_cast<std::size_t>(n), std::vector<BufferId>(static_cast<std::size_t>(n)));
-  int node = 1;
-
-  if (c == Collective::alltoall) {
+  if (s.collective == Collective::alltoall) {
     std::vector<BufferId> in;
     for (int i = 0; i < n; ++i) in.push_back(b.input(i, elements));
-    for (int k = 1; k < n; ++k, ++node)
+    // sent[i][k]: rank i's step-k move, for the window's ordering.
+    std::vector<std::vector<TaskId>> sent(static_cast<std::size_t>(n), std::vector<TaskId>(static_cast<std::size_t>(n)));
+    if (s.ranks_per_node > 0 && s.ranks_per_node < n) {
+      // Two levels, staggered on each: in intra-node step j rank (q, l) sends to (q, l + j);
+      // in inter-node step (d, t) to (q + d, l + t). Every step is a permutation, so no
+      // NVLink or NIC receives from two senders of one step.
+      const int g = s.ranks_per_node, nodes = n / g;
+      int step = 1;
+      for (int j = 1; j < g; ++j, ++step)
+        for (int i = 0; i < n; ++i) {
+          const int to = (i / g) * g + (i % g + j) % g;
+          (void)b.move(in[static_cast<std::size_t>(i)], lo(to), len(to), to, step);
+        }
+      for (int d = 1; d < nodes; ++d)
+        for (int t = 0; t < g; ++t, ++step)
+          for (int i = 0; i < n; ++i) {
+            const int to = ((i / g + d) % nodes) * g + (i % g + t) % g;
+            (void)b.move(in[static_cast<std::size_t>(i)], lo(to), len(to), to, step);
+          }
+      return b.take();
+    }
+    for (int k = 1; k < n; ++k)
       for (int i = 0; i < n; ++i) {
         const int to = mod(i + k);
-        (void)b.move(in[static_cast<std::size_t>(i)], lo(to), len(to), to, node);
+        (void)b.move(in[static_cast<std::size_t>(i)], lo(to), len(to), to, k);
+        sent[static_cast<std::size_t>(i)][static_cast<std::size_t>(k)] = b.last();
+        if (s.window > 0 && k - s.window >= 1)
+          b.order(sent[static_cast<std::size_t>(i)][static_cast<std::size_t>(k - s.window)], b.last());
       }
     return b.take();
   }
 
-  if (c == Collective::allgather) {
-    for (int i = 0; i < n; ++i) have[static_cast<std::size_t>(i)][static_cast<std::size_t>(i)] = b.input(i, len(i));
-  } else {
-    // Reduce-scatter: in step k rank i sends its partial of chunk i − k to rank i + 1,
-    // which adds its own copy of that chunk.
+  // The slice of a rank's elements [0, total) that piece j covers.
+  auto slice = [&](std::int64_t total, int j) {
+    const std::int64_t a = total * j / s.slices, z = total * (j + 1) / s.slices;
+    return std::pair{a, z - a};
+  };
+
+  if (s.collective == Collective::allgather) {
     std::vector<BufferId> in;
-    for (int i = 0; i < n; ++i) in.push_back(b.input(i, elements));
-    std::vector<std::vector<BufferId>> partial = have;
-    for (int k = 0; k + 1 < n; ++k, ++node)
+    for (int i = 0; i < n; ++i) in.push_back(b.input(i, len(i)));
+    for (int j = 0; j < s.slices; ++j) {
+      std::vector<Chunk> owned;
       for (int i = 0; i < n; ++i) {
-        const int chunk = mod(i - k), to = mod(i + 1);
-        const auto ui = static_cast<std::size_t>(i), uc = static_cast<std::size_t>(chunk);
-        BufferId received = k == 0 ? b.move(in[ui], lo(chunk), len(chunk), to, node)
-                                   : b.move(partial[ui][uc], 0, len(chunk), to, node);
-        BufferId sum = b.buffer(to, len(chunk), Agg::sum, node);
-        b.accumulate(received, 0, len(chunk), sum, node);
-        b.accumulate(in[static_cast<std::size_t>(to)], lo(chunk), len(chunk), sum, node);
-        partial[static_cast<std::size_t>(to)][uc] = sum;
+        auto [off, l] = slice(len(i), j);
+        owned.push_back(Chunk{Piece{in[static_cast<std::size_t>(i)], off, l}});
       }
-    if (c == Collective::reducescatter) return b.take();
-    // Rank i now holds the reduced chunk i + 1.
-    for (int i = 0; i < n; ++i)
-      have[static_cast<std::size_t>(i)][static_cast<std::size_t>(mod(i + 1))] =
-          partial[static_cast<std::size_t>(i)][static_cast<std::size_t>(mod(i + 1))];
-  }
-  // All-gather: in step k rank i forwards the chunk it got in step k − 1 (its own first).
-  const int own = c == Collective::allgather ? 0 : 1;
-  for (int k = 0; k + 1 < n; ++k, ++node)
-    for (int i = 0; i < n; ++i) {
-      const int chunk = mod(i + own - k), to = mod(i + 1);
-      const auto uc = static_cast<std::size_t>(chunk);
-      have[static_cast<std::size_t>(to)][uc] = b.move(have[static_cast<std::size_t>(i)][uc], 0, len(chunk), to, node);
+      (void)ring_all_gather(b, all, owned, 0, 1);
     }
+    return b.take();
+  }
+
+  std::vector<BufferId> in;
+  for (int i = 0; i < n; ++i) in.push_back(b.input(i, elements));
+  // Pieces in flight: a rank starts sending piece j once piece j − kPiecesInFlight has
+  // arrived at it, as NCCL's loop over chunks keeps a bounded number of steps in flight;
+  // older pieces then finish first instead of every piece finishing at the end.
+  std::vector<std::vector<TaskId>> last_into;  // per piece, per rank: its last incoming move
+  for (int j = 0; j < s.slices; ++j) {
+    const std::size_t first_task = b.size();
+    auto [off, l] = slice(elements, j);
+    std::vector<Piece> data;
+    for (int i = 0; i < n; ++i) data.push_back(Piece{in[static_cast<std::size_t>(i)], off, l});
+    if (s.algorithm == Algorithm::tree) {
+      tree_all_reduce(b, n, data, 1);
+    } else if (s.algorithm == Algorithm::ring) {
+      std::vector<Chunk> reduced = ring_reduce_scatter(b, all, data, 1);
+      if (s.collective == Collective::allreduce) (void)ring_all_gather(b, all, reduced, 1, n);
+    } else {
+      hierarchical_all_reduce(b, n, s.ranks_per_node, data);
+    }
+    b.bound_pieces(first_task, j, n, last_into);
+  }
   return b.take();
+}
+
+
+namespace {
+
+// Route figures between two devices of m.
+struct Hop {
+  double latency_s = 0;
+  double bytes_per_s = std::numeric_limits<double>::infinity();
+};
+Hop hop(const Machine& m, int a, int b) {
+  Hop h;
+  for (LinkId l : m.route(DeviceId(a), DeviceId(b))) {
+    h.latency_s += m.link(l).latency_s;
+    h.bytes_per_s = std::min(h.bytes_per_s, m.link(l).bytes_per_s);
+  }
+  return h;
+}
+
+// NCCL src/graph/tuning.cc, base latency of the Simple protocol (REFERENCES.md: Ring
+// LL/LL128/Simple 6.6/14.0/8.4 µs). REFERENCES.md gives the ring's row only; tree and
+// hierarchical use the same. The per-hop latencies (NVLink 3.4, PCIe 5.7, network 14 µs,
+// the same table) are already the machine presets' link latencies, read from the routes.
+constexpr double kNcclBaseLatencySimple_s = 8.4e-6;
+
+// Consecutive ranks per node when ranks 0..n-1 fill whole nodes of equal size, else 0.
+int ranks_per_node(const Machine& m, int n) {
+  int g = 0;
+  while (g < n && m.device(DeviceId(g)).host == m.device(DeviceId(0)).host) ++g;
+  if (g == n || n % g != 0) return 0;
+  for (int i = 0; i < n; ++i)
+    if (m.device(DeviceId(i)).host != m.device(DeviceId(i - i % g)).host ||
+        (i % g == 0 && i > 0 && m.device(DeviceId(i)).host == m.device(DeviceId(i - g)).host))
+      return 0;
+  return g;
+}
+
+// NCCL's Simple protocol moves 512 KiB per step of a connection (4 MiB buffer / 8 steps,
+// NCCL src/include/device.h NCCL_STEPS and its default buffer size): pieces of at least
+// that per chunk, at most 32 of them so that the task graph stays small.
+constexpr std::int64_t kSliceBytes = 512 * 1024;
+constexpr int kMaxSlices = 32;
+int default_slices(std::int64_t chunk_bytes) {
+  return static_cast<int>(std::clamp<std::int64_t>(chunk_bytes / kSliceBytes, 1, kMaxSlices));
+}
+
+}  // namespace
+
+CollectivePlan plan_collective(Collective c, int n, std::int64_t bytes, DType dtype, const Machine& m,
+                               std::optional<Algorithm> forced) {
+  if (n < 1 || n > m.num_devices())
+    fail("collective ", to_string(c), ": ", n, " ranks do not fit machine '", m.name, "' (", m.num_devices(),
+         " devices)");
+  const double S = static_cast<double>(bytes);
+  const double nn = n;
+  std::vector<AlgorithmEstimate> est;
+  auto add = [&](Algorithm a, double latency_s, double bytes_time_s) {
+    AlgorithmEstimate e;
+    e.algorithm = a;
+    e.latency_s = latency_s;
+    e.time_s = latency_s + bytes_time_s;
+    e.algbw_bytes_per_s = bytes_time_s > 0 ? S / bytes_time_s : std::numeric_limits<double>::infinity();
+    est.push_back(e);
+  };
+  if (c == Collective::alltoall) {
+    // Pairwise: the busiest link's bytes decide; the latency of the n − 1 steps.
+    std::vector<double> load(m.links.size(), 0);
+    double alpha = 0;
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j) {
+        if (i == j) continue;
+        const double part = S / nn;
+        double lat = 0;
+        for (LinkId l : m.route(DeviceId(i), DeviceId(j))) {
+          load[l.index()] += part;
+          lat += m.link(l).latency_s;
+        }
+        alpha = std::max(alpha, lat);
+      }
+    double busiest = 0;
+    for (std::size_t l = 0; l < load.size(); ++l) busiest = std::max(busiest, load[l] / m.links[l].bytes_per_s);
+    add(Algorithm::pairwise, kNcclBaseLatencySimple_s + (nn - 1) * alpha, busiest);
+  } else {
+    // Ring: the slowest and the longest hop of 0 → 1 → … → n−1 → 0.
+    Hop worst{0, std::numeric_limits<double>::infinity()};
+    for (int i = 0; i < n && n > 1; ++i) {
+      Hop h = hop(m, i, (i + 1) % n);
+      worst.latency_s = std::max(worst.latency_s, h.latency_s);
+      worst.bytes_per_s = std::min(worst.bytes_per_s, h.bytes_per_s);
+    }
+    const double steps = c == Collective::allreduce ? 2 * (nn - 1) : nn - 1;
+    add(Algorithm::ring, kNcclBaseLatencySimple_s + steps * worst.latency_s, n > 1 ? steps / nn * S / worst.bytes_per_s : 0);
+    if (c == Collective::allreduce && n > 2) {
+      // Double binary tree: 2·depth hops; a rank inner in one tree sends its half up once
+      // and down twice, and its other half up once as a leaf of the other: 2S per rank.
+      int depth = 0;
+      while ((2 << depth) - 1 < n) ++depth;
+      add(Algorithm::tree, kNcclBaseLatencySimple_s + 2 * depth * worst.latency_s, 2 * S / worst.bytes_per_s);
+    }
+    const int g = c == Collective::allreduce ? ranks_per_node(m, n) : 0;
+    if (g > 0) {
+      // Hierarchical: the intra-node rings' links carry reduce-scatter and all-gather,
+      // 2(g−1)/g·S; every rail's ring carries 2(N−1)/N·S/g; pipelined, the busier decides.
+      const int nodes = n / g;
+      Hop intra{0, std::numeric_limits<double>::infinity()}, inter{0, std::numeric_limits<double>::infinity()};
+      for (int i = 0; i < g && g > 1; ++i) {
+        Hop h = hop(m, i, (i + 1) % g);
+        intra.latency_s = std::max(intra.latency_s, h.latency_s);
+        intra.bytes_per_s = std::min(intra.bytes_per_s, h.bytes_per_s);
+      }
+      for (int l = 0; l < g; ++l) {
+        Hop h = hop(m, l, g + l);
+        inter.latency_s = std::max(inter.latency_s, h.latency_s);
+        inter.bytes_per_s = std::min(inter.bytes_per_s, h.bytes_per_s);
+      }
+      const double gg = g, nodes_d = nodes;
+      const double intra_s = g > 1 ? 2 * (gg - 1) / gg * S / intra.bytes_per_s : 0;
+      const double inter_s = 2 * (nodes_d - 1) / nodes_d * S / gg / inter.bytes_per_s;
+      add(Algorithm::hierarchical,
+          kNcclBaseLatencySimple_s + 2 * (gg - 1) * intra.latency_s + 2 * (nodes_d - 1) * inter.latency_s,
+          std::max(intra_s, inter_s));
+    }
+  }
+  std::stable_sort(est.begin(), est.end(), [](const auto& a, const auto& b) { return a.time_s < b.time_s; });
+
+  CollectivePlan plan;
+  plan.estimates = est;
+  CollectiveSpec& s = plan.spec;
+  s.collective = c;
+  s.ranks = n;
+  s.bytes = bytes;
+  s.dtype = dtype;
+  s.ranks_per_node = c == Collective::allreduce || c == Collective::alltoall ? ranks_per_node(m, n) : 0;
+  if (forced) {
+    const bool fits = std::any_of(est.begin(), est.end(), [&](const auto& e) { return e.algorithm == *forced; });
+    if (!fits) {
+      std::string list;
+      for (const auto& e : est) list += (list.empty() ? "" : ", ") + std::string(to_string(e.algorithm));
+      fail("--algorithm: '", to_string(*forced), "' does not fit ", to_string(c), " on ", n, " ranks of machine '",
+           m.name, "'", *forced == Algorithm::hierarchical ? " (it needs ranks on two or more nodes of equal size)" : "",
+           " (expected ", list, ")");
+    }
+    s.algorithm = *forced;
+  } else {
+    s.algorithm = est.front().algorithm;
+  }
+  // Pieces: a ring's chunk is S/n per rank (S/(n·g) along a rail), a tree's S/2.
+  std::int64_t chunk = bytes / std::max(n, 1);
+  if (s.algorithm == Algorithm::tree) chunk = bytes / 2;
+  if (s.algorithm == Algorithm::hierarchical) chunk = bytes / std::max(s.ranks_per_node, 1);
+  if (s.algorithm != Algorithm::pairwise) s.slices = default_slices(chunk);
+  const std::int64_t elements = bytes / dtype_bytes(dtype);
+  while (s.slices > 1 && elements < static_cast<std::int64_t>(2) * n * s.slices) --s.slices;
+  return plan;
+}
+
+std::optional<PublishedBusbw> published_busbw(Collective c, int n, const Machine& m) {
+  // REFERENCES.md, "Collectives on real machines": nccl-tests all-reduce busbw for large
+  // messages from third-party reference pages (8 × H100 SXM5 above the 450 GB/s NVLink
+  // figure because NVLS reduces inside the NVSwitch, which tessel does not model).
+  constexpr std::string_view kSource =
+      "third-party nccl-tests reference pages, large messages (tessel REFERENCES.md, Collectives on real machines)";
+  if (c != Collective::allreduce || n != 8) return std::nullopt;
+  if (m.name == "h100-sxm-8") return PublishedBusbw{460, 480, "DGX H100 (8 x H100 SXM5, NVSwitch)", kSource};
+  if (m.name == "a100-sxm-8") return PublishedBusbw{230, 250, "DGX A100 (8 x A100 SXM4, NVSwitch)", kSource};
+  return std::nullopt;
 }
 
 }  // namespace tessel::sim

@@ -1,23 +1,51 @@
 #pragma once
-// Collective micro-workloads as task graphs of moves and reductions (touches), so that
-// a network model can be checked against the α-β closed forms, and bandwidths reported
-// as nccl-tests does.
+// Collective micro-workloads as task graphs of moves and reductions (touches), built the
+// way NCCL runs them, so that the network models can be checked against closed forms and
+// bandwidths reported as nccl-tests does.
 //
-// Ranks are devices 0..n-1; ring algorithms send rank i → i+1 (mod n). `bytes` is S as
-// nccl-tests and REFERENCES.md use it:
-//   allreduce      S bytes per rank in and out; ring: n−1 reduce-scatter steps, then n−1
-//                  all-gather steps, each moving S/n bytes per rank; a received chunk is
-//                  accumulated (touch) into a fresh buffer together with the local chunk
-//   reducescatter  S bytes in per rank, S/n out; the n−1 reduce-scatter steps
-//   allgather      S/n bytes in per rank, S out; the n−1 all-gather steps
-//   alltoall       S bytes sent per rank, S/n to each rank; pairwise: in step k = 1..n−1
-//                  rank i sends to rank i+k (mod n)
+// `bytes` is S as nccl-tests and REFERENCES.md use it:
+//   allreduce      S bytes per rank in and out
+//   reducescatter  S bytes in per rank, S/n out
+//   allgather      S/n bytes in per rank, S out
+//   alltoall       S bytes sent per rank, S/n to each rank
+//
+// Algorithms (Algorithm):
+//   ring          ranks 0..n-1 in a ring, rank i sends to i + 1. Reduce-scatter: n−1 steps,
+//                 in step k rank i sends its partial of chunk i − k, which the receiver adds
+//                 (two accumulate touches into a fresh buffer) to its own copy; all-gather:
+//                 n−1 steps forwarding the chunk received last. All-reduce is the two.
+//   tree          all-reduce over NCCL's double binary tree: two binary trees, each
+//                 carrying half the data, one the mirror image of the other (a rank that is
+//                 a leaf in one is inner in the other); each reduces up to its root, then
+//                 broadcasts down.
+//   hierarchical  all-reduce on several nodes (nodes of equal size, ranks numbered node by
+//                 node): ring reduce-scatter inside every node (NVSwitch), then for every
+//                 local rank l a ring all-reduce of the chunk it holds across the ranks with
+//                 local rank l of every node (one ring per rail/NIC, all rails at once),
+//                 then ring all-gather inside every node.
+//   pairwise      all-to-all: in step k = 1..n−1 rank i sends its block for rank i + k
+//                 (staggered, so that in each step every rank receives from one sender);
+//                 a rank has at most `window` sends in flight, in step order (step k waits
+//                 for its step k − window), so the order holds whatever the simulator's
+//                 priorities; window 0 posts every send at once (NCCL's grouped send/recv).
+//                 On several nodes (ranks_per_node > 0) staggered on each level instead:
+//                 intra-node step j sends (q, l) → (q, l + j), inter-node step (d, t)
+//                 (q, l) → (q + d, l + t), every send posted at once: with a channel per
+//                 link (SimOptions::channels_per_link) each link sends in step order.
+// Pipelining: ring, tree and hierarchical split the data into `slices` independent pieces
+// and run the algorithm on each; a piece's reduction then overlaps the next piece's
+// transfer (NCCL's chunked steps). With slices the simulation needs several moves in
+// flight per device (SimOptions::comm_channels, NCCL's 8 steps per connection) so that a
+// piece's latency overlaps another's bytes.
 // Every step is its own graph node, so the bsp policy puts a barrier between steps.
 // No output tasks: results stay where the last step leaves them.
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
+#include <vector>
 
+#include "core/machine.h"
 #include "core/task_graph.h"
 #include "core/types.h"
 
@@ -27,9 +55,46 @@ enum class Collective : std::uint8_t { allreduce, reducescatter, allgather, allt
 [[nodiscard]] std::string_view to_string(Collective c);
 [[nodiscard]] Collective parse_collective(std::string_view s, std::string_view what = "collective");
 
-// Error when n < 1, bytes is not a whole number of `dtype` elements, or there are fewer
-// elements than ranks. Chunks split the elements as evenly as they go.
+enum class Algorithm : std::uint8_t { ring, tree, hierarchical, pairwise };
+[[nodiscard]] std::string_view to_string(Algorithm a);
+[[nodiscard]] Algorithm parse_algorithm(std::string_view s, std::string_view what = "algorithm");
+
+struct CollectiveSpec {
+  Collective collective = Collective::allreduce;
+  Algorithm algorithm = Algorithm::ring;  // pairwise for alltoall
+  int ranks = 1;
+  std::int64_t bytes = 0;
+  DType dtype = DType::f32;
+  int slices = 1;          // pipelined pieces (ring, tree, hierarchical)
+  int window = 1;          // pairwise: sends in flight per rank, 0 = all
+  int ranks_per_node = 0;  // hierarchical, two-level pairwise: ranks per node (consecutive ranks share a node)
+};
+
+// Errors name the field: fewer than 1 rank, bytes not a positive whole number of `dtype`
+// elements, fewer elements than ranks × slices, an algorithm that does not fit the
+// collective, a hierarchical layout that does not divide the ranks.
+[[nodiscard]] TaskGraph collective_task_graph(const CollectiveSpec& spec);
+// Ring (pairwise for alltoall), one slice, window 1.
 [[nodiscard]] TaskGraph collective_task_graph(Collective c, int n, std::int64_t bytes, DType dtype = DType::f32);
+
+// The algorithms NCCL could run for `c` on ranks 0..n-1 of `m`, with the tuner's estimate
+// for each: time = latency + bytes / bandwidth (NCCL src/graph/tuning.cc's form), the
+// latency NCCL's Simple-protocol base latency plus its per-hop latencies along the
+// algorithm's critical chain, the bandwidth the algorithm's busiest link allows.
+struct AlgorithmEstimate {
+  Algorithm algorithm = Algorithm::ring;
+  double latency_s = 0;
+  double algbw_bytes_per_s = 0;  // S / (time − latency)
+  double time_s = 0;
+};
+struct CollectivePlan {
+  CollectiveSpec spec;                       // the chosen (or forced) algorithm, slices set
+  std::vector<AlgorithmEstimate> estimates;  // every algorithm that fits, fastest first
+};
+// `forced`: the algorithm to use (error naming --algorithm when it does not fit `c` or `m`);
+// none: the fastest estimate, as NCCL's tuner chooses.
+[[nodiscard]] CollectivePlan plan_collective(Collective c, int n, std::int64_t bytes, DType dtype, const Machine& m,
+                                             std::optional<Algorithm> forced = std::nullopt);
 
 // nccl-tests: busbw = algbw × factor; all-reduce 2(n−1)/n; reduce-scatter, all-gather,
 // all-to-all (n−1)/n.
@@ -39,5 +104,14 @@ enum class Collective : std::uint8_t { allreduce, reducescatter, allgather, allt
 // one step's transfer and B the bandwidth per rank and direction (REFERENCES.md):
 //   allreduce 2(n−1)α + 2(n−1)/n·S/B; reducescatter, allgather, alltoall (n−1)α + (n−1)/n·S/B.
 [[nodiscard]] double collective_closed_form_s(Collective c, int n, double bytes, double alpha_s, double bytes_per_s);
+
+// Published nccl-tests bus bandwidths for large messages (REFERENCES.md, "Collectives on
+// real machines"), where one matches this collective, rank count and machine.
+struct PublishedBusbw {
+  double low_GBps = 0, high_GBps = 0;
+  std::string_view system;
+  std::string_view source;
+};
+[[nodiscard]] std::optional<PublishedBusbw> published_busbw(Collective c, int n, const Machine& m);
 
 }  // namespace tessel::sim

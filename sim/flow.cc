@@ -19,7 +19,8 @@ class Flow final : public NetworkModel {
         stride_(std::max<std::int32_t>(ctx.routes.max_length, 1)),
         transfers_(static_cast<std::size_t>(ctx.max_transfers)),
         links_(ctx.machine.links.size()),
-        pos_(transfers_.size() * static_cast<std::size_t>(stride_), -1) {
+        pos_(transfers_.size() * static_cast<std::size_t>(stride_), -1),
+        with_latency_(!ctx.caller_adds_latency) {
     for (std::size_t l = 0; l < links_.size(); ++l) links_[l].bytes_per_s = ctx.machine.links[l].bytes_per_s;
   }
 
@@ -32,7 +33,7 @@ class Flow final : public NetworkModel {
     t.route = route;
     t.bytes = bytes;
     t.slowdown = slowdown;
-    SimTime lat = routes_.latency(route);
+    SimTime lat = with_latency_ ? routes_.latency(route) : 0;
     if (lat > 0) {
       t.state = State::latency;
       events_.push(now + lat, Event{id, t.version, Kind::join});
@@ -301,6 +302,7 @@ class Flow final : public NetworkModel {
   std::int64_t unfrozen_flows_ = 0;
   std::uint32_t epoch_ = 0;
   SimTime now_ = 0;
+  bool with_latency_;
   EventQueue<Event> events_;
 };
 

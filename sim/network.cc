@@ -26,10 +26,12 @@ std::int32_t RouteTable::add(const Machine& m, const std::vector<LinkId>& route)
 
 const std::vector<NetworkModelInfo>& network_models() {
   static const std::vector<NetworkModelInfo> models = {
-      {"alpha-beta", "latency + bytes/bandwidth per transfer; each link serves one transfer at a time, in order",
-       make_alpha_beta_model},
       {"flow", "flow-level max-min fair sharing of every link, recomputed incrementally as flows start and end",
        make_flow_model},
+      {"alpha-beta",
+       "latency + bytes/bandwidth per transfer; a link carries one transfer at a time, granted greedily when its "
+       "whole route is free",
+       make_alpha_beta_model},
   };
   return models;
 }

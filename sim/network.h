@@ -1,20 +1,34 @@
 #pragma once
 // Network models: how long transfers take when they share links. One interface, two
-// implementations, one registry:
+// implementations, one registry. Both are work-conserving per link: no link is idle while
+// a transfer that could use it waits because of a transfer blocked elsewhere on its route.
 //
-//   alpha-beta  a transfer takes latency + bytes / bandwidth of its route's slowest link;
-//               each link serves one transfer at a time, in the order transfers were
-//               started (a transfer holds every link of its route from its first to its
-//               last byte, as per-link FIFO simulators do — FlexFlow, ASTRA-sim analytical)
-//   flow        after its route's latency, a transfer becomes a flow whose rate is its
-//               max-min fair share (progressive filling over the links of every active
-//               flow). Rates are recomputed when a flow starts or ends, or its slowdown
-//               changes — only over the connected component of flows and links it touches,
-//               never the whole network — and only flows whose rate changed are rescheduled.
+//   flow        (the default) after its route's latency, a transfer becomes a flow whose
+//               rate is its max-min fair share (progressive filling over the links of
+//               every active flow). Rates are recomputed when a flow starts or ends, or
+//               its slowdown changes — only over the connected component of flows and
+//               links it touches, never the whole network — and only flows whose rate
+//               changed are rescheduled.
+//   alpha-beta  latency + bytes / bandwidth r of the route's slowest link; a link of
+//               bandwidth W carries transfers whose r sum to at most W (one at a time
+//               where it is the bottleneck). A transfer is granted its route when every
+//               link of it has r to spare, holds r on them for bytes / r (× slowdown), and
+//               finishes the route's latency later (latency overlaps the next transfer's
+//               bytes). A transfer that cannot be granted holds nothing; when links free
+//               up, waiting transfers are tried in start order and granted where their
+//               whole route has room. busy() lets the simulator keep a move whose route is
+//               full in its lane's ready queue, holding no channel, so that the move
+//               behind it on the same device can go (greedy list scheduling).
+//
+// On one link, both give the same finish time to a lone transfer and the same time for
+// the last of several: flow shares, alpha-beta serialises. Driven by the simulator
+// (NetworkContext::caller_adds_latency), a model times bytes only and the simulator adds
+// the route's latency after them, with the sender's channel free.
 //
 // A transfer's slowdown (>= 1, from compute/communication interference on its sender)
-// stretches it: under alpha-beta its remaining time runs `slowdown` times slower; under
-// flow its rate is capped at its route's bandwidth / slowdown.
+// stretches its bytes, never its latency: under alpha-beta its remaining serialisation
+// runs `slowdown` times slower; under flow its rate is capped at its route's bandwidth /
+// slowdown.
 
 #include <cstdint>
 #include <functional>
@@ -71,12 +85,26 @@ class NetworkModel {
   // Processes every state change at `now` (== next_time()); appends the transfers that
   // finish at `now`, in a deterministic order. Returns the number of events processed.
   virtual std::int64_t advance(SimTime now, std::vector<std::int32_t>& finished) = 0;
+  // Models that serve a link one transfer at a time (alpha-beta): whether a transfer over
+  // `route` started now would wait, and if so one link it would wait for (`link`).
+  // Models that always admit a transfer at once return false.
+  [[nodiscard]] virtual bool busy(std::int32_t /*route*/, std::int32_t& /*link*/) const { return false; }
+  // Whether `link` (on `route`) has no room for a transfer over `route` now.
+  [[nodiscard]] virtual bool link_full(std::int32_t /*route*/, std::int32_t /*link*/) const { return false; }
+  // The links advance() freed (alpha-beta), appended as they free; the caller clears it.
+  // nullptr for models whose busy() is always false.
+  [[nodiscard]] virtual std::vector<std::int32_t>* freed_links() { return nullptr; }
 };
 
 struct NetworkContext {
   const Machine& machine;
   const RouteTable& routes;
   std::int32_t max_transfers = 0;  // transfers in flight at once (ids 0..max_transfers-1)
+  // True: the model times bytes only and reports a transfer finished when its last byte
+  // has left the links; the caller adds the route's latency after that (the simulator
+  // does, so that a sender's channel is free again during the latency, as a pipelined
+  // link's is). False: a finish includes the latency.
+  bool caller_adds_latency = false;
 };
 
 struct NetworkModelInfo {

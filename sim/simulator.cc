@@ -58,6 +58,7 @@ class Run {
   static constexpr std::int32_t kBarrierEvent = -1;
   // Event::version of a move whose copy loop's per-row cost has passed: its transfer starts.
   static constexpr std::uint32_t kMoveRowsDone = 0xffffffffu;
+  static constexpr std::uint32_t kMoveArrived = 0xfffffffeu;  // a move's latency after its bytes has passed
   struct Event {
     std::int32_t task;  // kBarrierEvent: the end of a bsp barrier
     std::uint32_t version;  // compute tasks: the device's run_version_ when it was scheduled
@@ -76,6 +77,15 @@ class Run {
     }
   };
   using ReadyHeap = std::vector<Ready>;
+  struct Bucket {
+    std::int32_t link;  // the first link of its moves' routes, -1 for an empty route
+    ReadyHeap heap;
+    int in_flight = 0;  // its moves holding a channel
+  };
+  struct Parked {
+    Ready ready;
+    std::int32_t slot;  // its lane
+  };
 
   // Per task, what the event loop reads, written once in setup: 32 bytes, so that
   // releasing or starting a task touches one half cache line of it.
@@ -125,6 +135,7 @@ class Run {
     info_.resize(n);
     deps_left_.resize(n);
     link_bytes_.assign(m_.links.size(), 0);
+    if (o_.channels_per_link) first_links_.assign(static_cast<std::size_t>(devices_), {});
     // Route per (source, destination) pair: a flat table for up to 2,048 devices, a hash
     // map beyond (lookups only; no order is taken from it).
     const bool flat = devices_ <= 2048;
@@ -196,6 +207,12 @@ class Run {
         }
         const std::int32_t r = *slot;
         in.route = r;
+        if (o_.channels_per_link) {  // the device's distinct first links, for the channel pools
+          auto route = routes_.route(r);
+          auto& firsts = first_links_[static_cast<std::size_t>(in.dev)];
+          const std::int32_t first = route.empty() ? -1 : route[0].value;
+          if (std::find(firsts.begin(), firsts.end(), first) == firsts.end()) firsts.push_back(first);
+        }
         for (LinkId l : routes_.route(r)) link_bytes_[l.index()] += t.bytes;
         bytes_moved_ += t.bytes;
         SimTime serial = t.bytes > 0 ? to_sim_time(static_cast<double>(t.bytes) / routes_.bytes_per_s(r)) : 0;
@@ -215,9 +232,19 @@ class Run {
             to_sim_time(measured >= 0 ? measured : compute_seconds(t, tg_, *type_of[t.device.index()]));
       }
     }
-    // In flight at once: comm_channels moves per device; ids are the slots of moves_active_.
-    const auto slots = static_cast<std::size_t>(devices_) * static_cast<std::size_t>(o_.comm_channels);
-    network_ = make_network_model(o_.network, NetworkContext{m_, routes_, static_cast<std::int32_t>(slots)});
+    // In flight at once: comm_channels moves per device (per first link of their routes
+    // with channels_per_link); ids are the slots of moves_active_.
+    std::size_t pools = 1;
+    for (const auto& f : first_links_) pools = std::max(pools, f.size());
+    chan_stride_ = static_cast<std::size_t>(o_.comm_channels) * pools;
+    const auto slots = static_cast<std::size_t>(devices_) * chan_stride_;
+    network_ = make_network_model(o_.network, NetworkContext{m_, routes_, static_cast<std::int32_t>(slots), true});
+    freed_links_ = network_->freed_links();
+    if (freed_links_) {
+      link_waiters_.assign(m_.links.size(), {});
+      parked_.assign(m_.links.size(), {});
+      unpark_pending_.assign(m_.links.size(), 0);
+    }
 
     // Adjacency (CSR): per task, the buffers it reads, then its successors in task order.
     for (std::size_t i = 0; i < n; ++i)
@@ -280,9 +307,14 @@ class Run {
     for (std::size_t dev = 0; dev < d; ++dev) {
       free_slots_[dev * kLanes + kCompute] = 1;
       free_slots_[dev * kLanes + kCopy] = 1;
-      free_slots_[dev * kLanes + kComm] = o_.comm_channels;
+      free_slots_[dev * kLanes + kComm] = static_cast<int>(chan_stride_);
     }
     ready_.assign(d * kLanes, {});
+    bucketed_ = freed_links_ || o_.channels_per_link;
+    if (bucketed_) {
+      buckets_.assign(d * kLanes, {});
+      bucket_count_.assign(d * kLanes, 0);
+    }
     lane_dirty_.assign(d * kLanes, 0);
     lane_release_task_.assign(d * kLanes, -1);
     lane_release_ps_.assign(d * kLanes, 0);
@@ -342,9 +374,13 @@ class Run {
             continue;
           }
           const Info& in = info_[static_cast<std::size_t>(e.task)];
+          if (in.lane == kComm && e.version == kMoveArrived) {
+            complete(e.task, t);
+            continue;
+          }
           if (in.lane == kComm) {  // a move's rows are copied (kMoveRowsDone): its bytes go
             ++events_;
-            const std::size_t base = static_cast<std::size_t>(in.dev) * static_cast<std::size_t>(o_.comm_channels);
+            const std::size_t base = static_cast<std::size_t>(in.dev) * chan_stride_;
             std::size_t c = 0;
             while (moves_active_[base + c] != e.task) ++c;  // the channel it holds
             start_transfer(e.task, base + c, t);
@@ -359,6 +395,7 @@ class Run {
           // Finishes are counted as task completions; the rest are network-internal events.
           events_ += network_->advance(t, finished_) - static_cast<std::int64_t>(finished_.size());
           for (std::int32_t slot : finished_) finish_move(slot, t);
+          if (freed_links_ && !freed_links_->empty()) wake_link_waiters();
         }
         settle(t);
       } while (queue_.next_time() == t || network_->next_time() == t);
@@ -372,7 +409,7 @@ class Run {
 
   // Runs zero-time tasks, starts ready tasks on free lanes, applies interference.
   void settle(SimTime t) {
-    while (!instant_.empty() || !dirty_lanes_.empty()) {
+    while (!instant_.empty() || !dirty_lanes_.empty() || !unpark_links_.empty()) {
       // Zero-time tasks in the order they became ready (completing one may append more).
       for (std::size_t k = 0; k < instant_.size(); ++k) {
         const Released r = instant_[k];
@@ -380,6 +417,7 @@ class Run {
         complete(r.task, t);
       }
       instant_.clear();
+      if (!unpark_links_.empty()) unpark();
       dispatch(t);
     }
     if (interfere_) apply_interference(t);
@@ -403,9 +441,13 @@ class Run {
     __builtin_prefetch(&adj_offset_[ui]);
     if (in.writes >= 0) __builtin_prefetch(&bufs_[static_cast<std::size_t>(in.writes)], 1);
     std::int64_t key = o_.priority == Priority::longest_path ? -in.rank : ready_seq_++;
-    ReadyHeap& h = ready_[slot];
-    h.push_back(Ready{key, r});
-    std::push_heap(h.begin(), h.end(), std::greater<>());
+    if (bucketed_ && in.slot_lane == kComm) {
+      push_bucket(slot, Ready{key, r});
+    } else {
+      ReadyHeap& h = ready_[slot];
+      h.push_back(Ready{key, r});
+      std::push_heap(h.begin(), h.end(), std::greater<>());
+    }
     if (!lane_dirty_[slot]) {
       lane_dirty_[slot] = 1;
       dirty_lanes_.push_back(static_cast<std::int32_t>(slot));
@@ -424,16 +466,159 @@ class Run {
     for (std::int32_t s : lanes) {
       const auto slot = static_cast<std::size_t>(s);
       lane_dirty_[slot] = 0;
+      if (bucketed_ && slot % kLanes == kComm) {
+        dispatch_buckets(slot, t);
+        continue;
+      }
       ReadyHeap& h = ready_[slot];
       while (free_slots_[slot] > 0 && !h.empty()) {
         std::pop_heap(h.begin(), h.end(), std::greater<>());
         const Released r = h.back().r;
+        if (freed_links_) {  // a move whose route is busy waits without taking a channel
+          const Info& in = info_[static_cast<std::size_t>(r.task)];
+          std::int32_t link = -1;
+          if (in.lane == kComm && network_->busy(in.route, link)) {
+            waiting_scratch_.push_back(h.back());
+            h.pop_back();
+            auto& w = link_waiters_[static_cast<std::size_t>(link)];
+            if (w.empty() || w.back() != s) w.push_back(s);
+            continue;
+          }
+        }
         h.pop_back();
         --free_slots_[slot];
         start_lane_task(r, t);
       }
+      for (const Ready& w : waiting_scratch_) {
+        h.push_back(w);
+        std::push_heap(h.begin(), h.end(), std::greater<>());
+      }
+      waiting_scratch_.clear();
     }
     lanes.clear();
+  }
+
+  // Lanes whose ready moves waited for a link that is free now are dispatched again;
+  // moves parked on it go back to their lanes.
+  void wake_link_waiters() {
+    for (std::int32_t l : *freed_links_) {
+      const auto ul = static_cast<std::size_t>(l);
+      for (std::int32_t s : link_waiters_[ul]) mark_lane(static_cast<std::size_t>(s));
+      link_waiters_[ul].clear();
+      if (!parked_[ul].empty() && !unpark_pending_[ul]) {
+        unpark_pending_[ul] = 1;
+        unpark_links_.push_back(l);
+      }
+    }
+    freed_links_->clear();
+  }
+
+  // Moves parked on a free link go back to their lanes one at a time, best first, until
+  // one of them takes the link (checked after each dispatch) or none is left: a move
+  // blocked elsewhere is parked there instead; one whose lane has no free channel stays
+  // in its lane and the next is tried. So a link with many waiting moves costs one
+  // return per transfer it carries, not one per waiting move.
+  void unpark() {
+    std::vector<std::int32_t>& links = unpark_scratch_;
+    links.swap(unpark_links_);
+    for (std::int32_t l : links) {
+      const auto ul = static_cast<std::size_t>(l);
+      auto& heap = parked_[ul];
+      bool keep = false;
+      while (!heap.empty()) {
+        const Parked p = heap.front();
+        const std::int32_t route = info_[static_cast<std::size_t>(p.ready.r.task)].route;
+        if (network_->link_full(route, l)) break;  // taken
+        std::int32_t link = -1;
+        const bool busy = network_->busy(route, link);
+        std::pop_heap(heap.begin(), heap.end(), parked_after);
+        heap.pop_back();
+        if (busy) {
+          park(link, p);
+          continue;
+        }
+        push_bucket(static_cast<std::size_t>(p.slot), p.ready);
+        mark_lane(static_cast<std::size_t>(p.slot));
+        keep = !heap.empty();
+        break;
+      }
+      if (keep) {
+        unpark_links_.push_back(l);
+      } else {
+        unpark_pending_[ul] = 0;
+      }
+    }
+    links.clear();
+  }
+  static bool parked_after(const Parked& a, const Parked& b) { return a.ready > b.ready; }
+  void park(std::int32_t link, const Parked& p) {
+    auto& heap = parked_[static_cast<std::size_t>(link)];
+    heap.push_back(p);
+    std::push_heap(heap.begin(), heap.end(), parked_after);
+  }
+
+  void mark_lane(std::size_t slot) {
+    if (!lane_dirty_[slot] && has_ready(slot)) {
+      lane_dirty_[slot] = 1;
+      dirty_lanes_.push_back(static_cast<std::int32_t>(slot));
+    }
+  }
+  [[nodiscard]] bool has_ready(std::size_t slot) const {
+    return !ready_[slot].empty() || (bucketed_ && bucket_count_[slot] > 0);
+  }
+
+  // Under a model with busy() (alpha-beta), a comm lane's ready moves sit in one heap per
+  // first link of their route (the device's NVLink, NIC, PCIe): a bucket whose top move
+  // finds that link full is skipped as a whole, so a device with thousands of moves queued
+  // behind its own busy link costs one check, not thousands. A top move that is blocked
+  // further along its route (a receiver's link) is parked on that link until it frees.
+  void push_bucket(std::size_t slot, const Ready& r) {
+    const auto route = routes_.route(info_[static_cast<std::size_t>(r.r.task)].route);
+    const std::int32_t first = route.empty() ? -1 : route[0].value;
+    auto& bs = buckets_[slot];
+    std::size_t b = 0;
+    while (b < bs.size() && bs[b].link != first) ++b;
+    if (b == bs.size()) bs.push_back(Bucket{first, {}});
+    bs[b].heap.push_back(r);
+    std::push_heap(bs[b].heap.begin(), bs[b].heap.end(), std::greater<>());
+    ++bucket_count_[slot];
+  }
+
+  void dispatch_buckets(std::size_t slot, SimTime t) {
+    auto& bs = buckets_[slot];
+    bucket_blocked_.assign(bs.size(), 0);
+    while (free_slots_[slot] > 0 && bucket_count_[slot] > 0) {
+      std::size_t best = bs.size();
+      for (std::size_t b = 0; b < bs.size(); ++b) {
+        ReadyHeap& h = bs[b].heap;
+        if (o_.channels_per_link && bs[b].in_flight >= o_.comm_channels) continue;  // its link's channels are taken
+        while (freed_links_ && !h.empty() && !bucket_blocked_[b]) {
+          std::int32_t link = -1;
+          if (!network_->busy(info_[static_cast<std::size_t>(h.front().r.task)].route, link)) break;
+          if (link == bs[b].link) {  // its first link is full: so is every move's of the bucket
+            bucket_blocked_[b] = 1;
+            auto& w = link_waiters_[static_cast<std::size_t>(link)];
+            if (w.empty() || w.back() != static_cast<std::int32_t>(slot)) w.push_back(static_cast<std::int32_t>(slot));
+            break;
+          }
+          std::pop_heap(h.begin(), h.end(), std::greater<>());
+          park(link, Parked{h.back(), static_cast<std::int32_t>(slot)});
+          h.pop_back();
+          --bucket_count_[slot];
+        }
+        if (h.empty() || bucket_blocked_[b]) continue;
+        if (best == bs.size() || bs[best].heap.front() > h.front()) best = b;
+      }
+      if (best == bs.size()) break;
+      ReadyHeap& h = bs[best].heap;
+      std::pop_heap(h.begin(), h.end(), std::greater<>());
+      const Released r = h.back().r;
+      h.pop_back();
+      --bucket_count_[slot];
+      ++bs[best].in_flight;
+      --free_slots_[slot];
+      start_lane_task(r, t);
+    }
   }
 
   // Bookkeeping common to every task start.
@@ -574,7 +759,7 @@ class Run {
     const SimTime cold = cache_model_ ? cache_start(i) : 0;
     lane_busy_add(dev, in.lane, +1, t);
     if (in.lane == kComm) {
-      const std::size_t base = dev * static_cast<std::size_t>(o_.comm_channels);
+      const std::size_t base = dev * chan_stride_;
       std::size_t c = 0;
       while (moves_active_[base + c] >= 0) ++c;  // a free channel exists: the lane had a free slot
       moves_active_[base + c] = i;
@@ -620,10 +805,7 @@ class Run {
     lane_release_task_[slot] = i;
     lane_release_ps_[slot] = t;
     lane_busy_add(static_cast<std::size_t>(in.dev), in.lane, -1, t);
-    if (!ready_[slot].empty() && !lane_dirty_[slot]) {
-      lane_dirty_[slot] = 1;
-      dirty_lanes_.push_back(static_cast<std::int32_t>(slot));
-    }
+    mark_lane(slot);
   }
 
   void finish_lane_task(std::int32_t i, SimTime t) {
@@ -642,8 +824,27 @@ class Run {
     moves_active_[static_cast<std::size_t>(slot)] = -1;
     const Info& in = info_[static_cast<std::size_t>(i)];
     mark_interference(static_cast<std::size_t>(in.dev));
+    // Its bytes are through: the channel is free; the move completes a latency later (so
+    // it is not the lane predecessor the critical path names: it ends after the next starts).
+    const SimTime latency = routes_.latency(in.route);
+    const std::size_t lane = lane_slot(in);
+    if (bucketed_ && in.slot_lane == kComm) {
+      const auto route = routes_.route(in.route);
+      const std::int32_t first = route.empty() ? -1 : route[0].value;
+      for (Bucket& b : buckets_[lane])
+        if (b.link == first) --b.in_flight;
+    }
+    const std::int32_t cause_task = lane_release_task_[lane];
+    const SimTime cause_ps = lane_release_ps_[lane];
     release_lane(in, i, t);
-    complete(i, t);
+    if (latency > 0) {
+      lane_release_task_[lane] = cause_task;
+      lane_release_ps_[lane] = cause_ps;
+      ++events_;
+      queue_.push(t + latency, Event{i, kMoveArrived});
+    } else {
+      complete(i, t);
+    }
   }
 
   void complete(std::int32_t i, SimTime t) {
@@ -764,7 +965,7 @@ class Run {
       }
       if (compute_now != applied_compute_[dev]) {
         applied_compute_[dev] = compute_now;
-        const std::size_t base = dev * static_cast<std::size_t>(o_.comm_channels);
+        const std::size_t base = dev * chan_stride_;
         for (std::size_t c = 0; c < static_cast<std::size_t>(o_.comm_channels); ++c)
           if (moves_active_[base + c] >= 0)
             network_->set_slowdown(static_cast<std::int32_t>(base + c), compute_now ? comm_slowdown_ : 1.0, t);
@@ -898,6 +1099,20 @@ class Run {
   std::vector<std::int64_t> link_bytes_;
   std::int64_t bytes_moved_ = 0;
   std::unique_ptr<NetworkModel> network_;
+  // A model that serves a link one transfer at a time (network.h, busy()): the links it
+  // freed, and per link the lanes (dev * kLanes + lane) holding a ready move that waits for it.
+  std::vector<std::int32_t>* freed_links_ = nullptr;
+  std::vector<std::vector<std::int32_t>> link_waiters_;
+  std::vector<Ready> waiting_scratch_;
+  bool bucketed_ = false;   // comm lanes keep buckets (a model with busy(), or channels_per_link)
+  std::size_t chan_stride_ = 1;  // channel slots per device
+  std::vector<std::vector<std::int32_t>> first_links_;  // channels_per_link: per device, its routes' first links
+  std::vector<std::vector<Bucket>> buckets_;  // per lane slot (comm lanes)
+  std::vector<std::int32_t> bucket_count_;    // per lane slot: ready moves in its buckets
+  std::vector<char> bucket_blocked_;          // scratch
+  std::vector<std::vector<Parked>> parked_;   // per link: moves whose route waits for it (a heap, best on top)
+  std::vector<char> unpark_pending_;           // per link: in unpark_links_
+  std::vector<std::int32_t> unpark_links_, unpark_scratch_;  // free links with parked moves to return
   EventQueue<Event> queue_;
   std::vector<Released> instant_;
   std::vector<std::int32_t> finished_;

@@ -5,7 +5,15 @@
 // Model, per device:
 //   lanes        compute (one kernel at a time: compute tasks), copy (one at a time:
 //                touches), comm (`comm_channels` moves at a time, charged to the
-//                sending device). Inputs and outputs take no time and no lane.
+//                sending device). Inputs and outputs take no time and no lane. Under a
+//                network model whose links serve one transfer at a time (alpha-beta), a
+//                ready move whose route has a busy link stays in its lane's ready queue,
+//                holding no channel, and moves behind it whose routes are free go first;
+//                it is tried again when a link it waits for frees. A move holds its
+//                channel (and its comm lane is busy) while its bytes are on the links;
+//                its route's latency follows with the channel free, and the move completes
+//                after it. With channels_per_link, comm_channels is per first link of a
+//                move's route (NVLink, NIC, PCIe) rather than per device.
 //   single lane  on a device type with single_lane (a CPU worker), compute, touches and
 //                incoming moves all queue for one lane: one task at a time. A move into
 //                such a device runs on the receiver (the worker copies what it needs when
@@ -73,11 +81,15 @@ enum class Priority : std::uint8_t { longest_path, fifo };
 [[nodiscard]] Priority parse_priority(std::string_view s, std::string_view what = "priority");
 
 struct SimOptions {
-  std::string network = "alpha-beta";  // a name from network_models(): alpha-beta, flow
+  std::string network = "flow";  // a name from network_models(): flow, alpha-beta
   Policy policy = Policy::async;
   Priority priority = Priority::longest_path;
   bool interference = true;  // false: perfect overlap, whatever the machine says
   int comm_channels = 1;     // moves one device sends at the same time
+  // True: comm_channels per first link of a move's route (a device sends that many moves
+  // over each of its NVLink, NIC, PCIe links at once, as NCCL keeps a connection per peer
+  // link), not per device.
+  bool channels_per_link = false;
   bool record_memory = false;  // keep every change of live bytes (SimResult::memory)
   // Measured durations that replace the compute model: empty, or one entry per task,
   // where a value >= 0 is that compute or touch task's undisturbed seconds (interference

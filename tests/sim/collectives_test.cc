@@ -3,13 +3,17 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "core/error.h"
+#include "core/machine.h"
 #include "sim/simulator.h"
 #include "tests/sim/sim_test_util.h"
 
 namespace tessel::sim {
 namespace {
 
+using testing::error_of;
 using testing::ps;
 using testing::ring_machine;
 using testing::switch_machine;
@@ -101,6 +105,158 @@ TEST(Collectives, BadSizesAreErrors) {
   EXPECT_THROW((void)collective_task_graph(Collective::allreduce, 8, 16), Error);  // 4 elements, 8 ranks
   EXPECT_THROW((void)collective_task_graph(Collective::allreduce, 0, 16), Error);
   EXPECT_THROW((void)parse_collective("broadcast"), Error);
+}
+
+
+// ---- collectives as NCCL runs them -------------------------------------------------
+
+SimResult run_plan(const CollectivePlan& plan, const Machine& m, const char* model, int channels = 1) {
+  SimOptions o;
+  o.network = model;
+  o.comm_channels = channels;
+  o.channels_per_link = true;
+  CollectiveSpec spec = plan.spec;
+  if (spec.collective == Collective::alltoall && spec.ranks_per_node == 0) spec.window = channels;
+  return simulate(collective_task_graph(spec), m, o);
+}
+
+double busbw(const CollectivePlan& p, const SimResult& r) {
+  return static_cast<double>(p.spec.bytes) / r.makespan_s * bus_bandwidth_factor(p.spec.collective, p.spec.ranks);
+}
+
+TEST(Collectives, PipelinedRingAllReduceBusbwIsIndependentOfTheRankCount) {
+  // A switch with H100 figures: 450 GB/s per direction, 3.4 µs per hop, HBM 3.35 TB/s for
+  // the reductions. Pipelined in pieces, busbw stays at the link bandwidth whatever n.
+  const std::int64_t s = std::int64_t{256} << 20;
+  double lo = 1e300, hi = 0;
+  for (int n : {2, 4, 8, 16, 32}) {
+    Machine m = switch_machine(n, 3.4e-6, 450e9, 3.35e12);
+    CollectivePlan p = plan_collective(Collective::allreduce, n, s, DType::f32, m, Algorithm::ring);
+    for (const char* model : kModels) {
+      const double bw = busbw(p, run_plan(p, m, model));
+      lo = std::min(lo, bw);
+      hi = std::max(hi, bw);
+      EXPECT_LE(bw, 450e9 * (1 + 1e-9)) << n << " " << model;
+    }
+  }
+  EXPECT_LT(hi / lo, 1.01) << "busbw from " << lo / 1e9 << " to " << hi / 1e9 << " GB/s";
+  EXPECT_GT(lo, 0.98 * 450e9);
+}
+
+TEST(Collectives, HierarchicalAllReduceOnTwoNodesMatchesItsFormula) {
+  // DGX H100 pair: 8 GPUs per node, NVLink 450 GB/s (3.4 µs), one 50 GB/s NIC per GPU
+  // (14 µs). Pipelined, the busier of the intra-node links (reduce-scatter and all-gather,
+  // 2(g−1)/g·S) and the rails (2(N−1)/N·S/g) sets the time, plus one hop latency per step.
+  Machine m = machine_preset("cluster:2xh100-sxm-8");
+  const std::int64_t s = std::int64_t{1} << 30;
+  const double g = 8, nodes = 2, S = static_cast<double>(s);
+  const double want = std::max(2 * (g - 1) / g * S / 450e9, 2 * (nodes - 1) / nodes * S / g / 50e9) +
+                      2 * (g - 1) * 3.4e-6 + 2 * (nodes - 1) * 14e-6;
+  CollectivePlan p = plan_collective(Collective::allreduce, 16, s, DType::f32, m, Algorithm::hierarchical);
+  for (const char* model : kModels) {
+    SimResult r = run_plan(p, m, model);
+    EXPECT_NEAR(r.makespan_s / want, 1.0, 0.02) << model << ": " << r.makespan_s << " s against " << want;
+  }
+}
+
+TEST(Collectives, TwoNodeAllToAllMatchesTheBusiestLinkBoundWithAnyChannelCount) {
+  // Half of what each GPU sends crosses to the other node over its own 50 GB/s NIC.
+  Machine m = machine_preset("cluster:2xh100-sxm-8");
+  const std::int64_t s = std::int64_t{256} << 20;
+  const double bound = 8.0 / 16 * static_cast<double>(s) / 50e9;
+  CollectivePlan p = plan_collective(Collective::alltoall, 16, s, DType::f32, m);
+  for (int channels : {1, 4})
+    for (const char* model : kModels) {
+      SimResult r = run_plan(p, m, model, channels);
+      EXPECT_NEAR(r.makespan_s / bound, 1.0, 0.05) << model << " channels=" << channels;
+    }
+}
+
+TEST(Collectives, AllToAllWithEverySendInFlightMatchesTheBusiestLinkBound) {
+  // Every send posted at once (window 0, n − 1 channels): each rank's up link carries
+  // (n−1)/n·S at 10 GB/s.
+  for (int n : {4, 8}) {
+    Machine m = switch_machine(n, 2e-6, 1e10);
+    const std::int64_t s = std::int64_t{4} * n * 250'000;
+    CollectiveSpec spec;
+    spec.collective = Collective::alltoall;
+    spec.algorithm = Algorithm::pairwise;
+    spec.ranks = n;
+    spec.bytes = s;
+    spec.window = 0;
+    const double bound = (n - 1.0) / n * static_cast<double>(s) / 1e10;
+    for (const char* model : kModels) {
+      SimOptions o;
+      o.network = model;
+      o.comm_channels = n - 1;
+      SimResult r = simulate(collective_task_graph(spec), m, o);
+      EXPECT_NEAR(r.makespan_s / bound, 1.0, 0.05) << model << " n=" << n;
+    }
+  }
+}
+
+TEST(Collectives, TunerPicksHierarchicalAcrossNodesAndRingInsideOne) {
+  const std::int64_t s = std::int64_t{1} << 30;
+  EXPECT_EQ(plan_collective(Collective::allreduce, 16, s, DType::f32, machine_preset("cluster:2xh100-sxm-8")).spec.algorithm,
+            Algorithm::hierarchical);
+  CollectivePlan one = plan_collective(Collective::allreduce, 8, s, DType::f32, machine_preset("h100-sxm-8"));
+  EXPECT_EQ(one.spec.algorithm, Algorithm::ring);
+  // Every estimate is latency + bytes / bandwidth, fastest first.
+  for (std::size_t k = 0; k < one.estimates.size(); ++k) {
+    const auto& e = one.estimates[k];
+    EXPECT_NEAR(e.time_s, e.latency_s + static_cast<double>(s) / e.algbw_bytes_per_s, 1e-12);
+    if (k > 0) {
+      EXPECT_LE(one.estimates[k - 1].time_s, e.time_s);
+    }
+  }
+  // Small messages: the tree's log2(n) latency beats the ring's 2(n−1) hops.
+  EXPECT_EQ(plan_collective(Collective::allreduce, 8, 4096, DType::f32, machine_preset("h100-sxm-8")).spec.algorithm,
+            Algorithm::tree);
+}
+
+TEST(Collectives, AnAlgorithmThatDoesNotFitIsAnErrorNamingIt) {
+  Machine one = machine_preset("h100-sxm-8");
+  const std::string e1 = error_of([&] {
+    (void)plan_collective(Collective::allreduce, 8, 1 << 20, DType::f32, one, Algorithm::hierarchical);
+  });
+  EXPECT_NE(e1.find("--algorithm: 'hierarchical'"), std::string::npos) << e1;
+  EXPECT_NE(e1.find("two or more nodes"), std::string::npos) << e1;
+  const std::string e2 =
+      error_of([&] { (void)plan_collective(Collective::alltoall, 8, 1 << 20, DType::f32, one, Algorithm::ring); });
+  EXPECT_NE(e2.find("'ring' does not fit alltoall"), std::string::npos) << e2;
+  EXPECT_THROW((void)parse_algorithm("nvls"), Error);
+}
+
+TEST(Collectives, TreeAndHierarchicalAllReduceMoveWhatTheyShould) {
+  // Double binary tree: each half goes up n − 1 edges and down n − 1 edges.
+  CollectiveSpec t;
+  t.algorithm = Algorithm::tree;
+  t.ranks = 6;
+  t.bytes = 4 * 6000;
+  auto sum = collective_task_graph(t).summary();
+  EXPECT_EQ(sum.bytes_moved, 2 * (t.ranks - 1) * t.bytes);
+  // Hierarchical, 2 nodes of 4: intra reduce-scatter and all-gather 2·(3/4)·S per node
+  // rank, rails 2·(1/2)·S/4 per rank.
+  CollectiveSpec h;
+  h.algorithm = Algorithm::hierarchical;
+  h.ranks = 8;
+  h.ranks_per_node = 4;
+  h.bytes = 4 * 8000;
+  h.slices = 2;
+  auto hs = collective_task_graph(h).summary();
+  EXPECT_EQ(hs.bytes_moved, 8 * (2 * 3 * h.bytes / 4 + 2 * h.bytes / 2 / 4));
+  h.ranks_per_node = 3;
+  EXPECT_THROW((void)collective_task_graph(h), Error);
+}
+
+TEST(Collectives, PublishedFiguresAreReportedForDgxMachinesOnly) {
+  auto h = published_busbw(Collective::allreduce, 8, machine_preset("h100-sxm-8"));
+  ASSERT_TRUE(h.has_value());
+  EXPECT_EQ(h->low_GBps, 460);
+  EXPECT_EQ(h->high_GBps, 480);
+  EXPECT_TRUE(published_busbw(Collective::allreduce, 8, machine_preset("a100-sxm-8")).has_value());
+  EXPECT_FALSE(published_busbw(Collective::alltoall, 8, machine_preset("h100-sxm-8")).has_value());
+  EXPECT_FALSE(published_busbw(Collective::allreduce, 16, machine_preset("cluster:2xh100-sxm-8")).has_value());
 }
 
 }  // namespace

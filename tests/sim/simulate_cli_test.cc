@@ -51,6 +51,19 @@ TEST(SimulateCli, CollectiveReportsAlgbwAndBusbw) {
   EXPECT_DOUBLE_EQ(algbw, 64.0 * 1024 * 1024 / j["makespan_s"].get<double>() / 1e9);
   EXPECT_DOUBLE_EQ(busbw, algbw * 2 * 7 / 8);
   EXPECT_LE(busbw, 450.0);  // one NVLink direction per rank
+  EXPECT_EQ(j["algorithm"], "ring");
+  EXPECT_FALSE(j["tuner_estimates"].empty());
+  EXPECT_EQ(j["published_busbw"]["low_GBps"], 460);
+  EXPECT_NE(j["published_busbw"]["source"].get<std::string>().find("nccl-tests"), std::string::npos);
+}
+
+TEST(SimulateCli, FlowIsTheDefaultNetworkAndHierarchicalCanBeForced) {
+  Result r = tessel("simulate -w chain:size=512 -d 4 -m h100-sxm-8 --json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(nlohmann::json::parse(r.output)["network"], "flow");
+  r = tessel("simulate --collective allreduce --bytes 64MiB -d 16 -m cluster:2xh100-sxm-8 --algorithm hierarchical");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("hierarchical (forced)"), std::string::npos) << r.output;
 }
 
 TEST(SimulateCli, TaskGraphAndMachineFiles) {
@@ -76,12 +89,27 @@ TEST(SimulateCli, BadInputNamesTheFieldExitsNonZeroAndLeavesNoTrace) {
   expect_bad("simulate -w chain -d 4 -m h100-sxm-8 --policy gang", "unknown policy 'gang'");
   expect_bad("simulate --collective broadcast --bytes 1MB -d 4 -m h100-sxm-8", "unknown collective 'broadcast'");
   expect_bad("simulate --collective allreduce --bytes 1XB -d 4 -m h100-sxm-8", "unknown unit 'XB'");
+  expect_bad("simulate --collective allreduce --bytes 1MB -d 8 -m h100-sxm-8 --algorithm hierarchical",
+             "--algorithm: 'hierarchical' does not fit allreduce on 8 ranks of machine 'h100-sxm-8'");
+  expect_bad("simulate --collective alltoall --bytes 1MB -d 8 -m h100-sxm-8 --algorithm tree",
+             "--algorithm: 'tree' does not fit alltoall");
+  expect_bad("simulate --collective allreduce --bytes 1MB -d 8 -m h100-sxm-8 --algorithm nvls",
+             "--algorithm: unknown algorithm 'nvls'");
+  expect_bad("simulate -w chain -d 4 -m h100-sxm-8 --algorithm ring", "--algorithm applies to --collective only");
 
   auto machine = temp("tessel_sim_cli_bad_machine.json");
   auto j = nlohmann::json::parse(std::ifstream(kData + "switch3.json"));
   j["links"][3]["bytes_per_s"] = -1;
   std::ofstream(machine) << j.dump();
   expect_bad("simulate -w chain -d 3 -m " + machine.string(), "links[3].bytes_per_s");
+  j = nlohmann::json::parse(std::ifstream(kData + "switch3.json"));
+  j["links"][2]["bytes_per_s"] = 0;
+  std::ofstream(machine) << j.dump();
+  expect_bad("simulate -w chain -d 3 -m " + machine.string(), "links[2].bytes_per_s: must be a finite number > 0");
+  j = nlohmann::json::parse(std::ifstream(kData + "switch3.json"));
+  for (auto& d : j["devices"]) d["fabric_in"] = nlohmann::json::array();
+  std::ofstream(machine) << j.dump();
+  expect_bad("simulate -w chain -d 3 -m " + machine.string(), "no route from device 1 to device 0");
   j = nlohmann::json::parse(std::ifstream(kData + "switch3.json"));
   j["links"][0].erase("bytes_per_s");
   std::ofstream(machine) << j.dump();
