@@ -70,5 +70,6 @@ void add_sim_commands(CLI::App& app);   // simulate                        (comm
 void add_compare_commands(CLI::App& app);  // calibrate, compare            (commands_compare.cc)
 void add_sweep_commands(CLI::App& app);    // sweep                           (commands_sweep.cc)
 void add_export_commands(CLI::App& app);   // export                          (commands_export.cc)
+void add_reproduce_commands(CLI::App& app);  // reproduce                     (commands_reproduce.cc)
 
 }  // namespace tessel::cli

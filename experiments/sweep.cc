@@ -89,7 +89,7 @@ const std::vector<std::string>& sweep_keys() {
 const std::vector<std::string>& sweep_columns() {
   static const std::vector<std::string> cols = [] {
     std::vector<std::string> c = sweep_keys();
-    for (const char* f : {"makespan_s", "bytes_moved", "peak_memory_bytes", "compute_utilization", "tasks", "events",
+    for (const char* f : {"makespan_s", "bytes_moved", "peak_memory_bytes", "compute_utilization", "comm_utilization", "tasks", "events",
                           "plan_wall_s", "lower_wall_s", "sim_wall_s", "error"})
       c.emplace_back(f);
     return c;
@@ -203,6 +203,10 @@ SweepOutcome run_sweep_point(const SweepPoint& p) {
       for (double b : busy) sum += b;
       const double span = mid.timeline.makespan_s();
       o.compute_utilization = span > 0 && !busy.empty() ? sum / static_cast<double>(busy.size()) / span : 0.0;
+      double comm = 0;
+      for (const Span& s : mid.timeline.spans)
+        if (tg.task(s.task).kind == TaskKind::move) comm += s.end_s - s.start_s;
+      o.comm_utilization = span > 0 && !busy.empty() ? comm / static_cast<double>(busy.size()) / span : 0.0;
       o.bytes_moved = tg.summary().bytes_moved;
       o.peak_memory_bytes = 0;  // not measured by the CPU backend
       return o;
@@ -218,15 +222,34 @@ SweepOutcome run_sweep_point(const SweepPoint& p) {
     o.peak_memory_bytes = r.peak_memory_bytes;
     o.events = r.events;
     o.sim_wall_s = r.sim_wall_s;
-    double busy = 0;
-    for (const auto& d : r.devices) busy += d.compute_busy_s;
-    o.compute_utilization =
-        r.makespan_s > 0 && !r.devices.empty() ? busy / static_cast<double>(r.devices.size()) / r.makespan_s : 0.0;
+    double busy = 0, comm = 0;
+    for (const auto& d : r.devices) {
+      busy += d.compute_busy_s;
+      comm += d.comm_busy_s;
+    }
+    const double device_s = r.makespan_s * static_cast<double>(r.devices.size());
+    o.compute_utilization = device_s > 0 ? busy / device_s : 0.0;
+    o.comm_utilization = device_s > 0 ? comm / device_s : 0.0;
   } catch (const std::exception& e) {
     o = SweepOutcome{};
     o.error = e.what();
   }
   return o;
+}
+
+std::vector<SweepOutcome> run_points(const std::vector<SweepPoint>& points, int jobs) {
+  std::vector<SweepOutcome> out(points.size());
+  std::vector<std::size_t> sim, cpu;
+  for (std::size_t i = 0; i < points.size(); ++i) (points[i].backend == "cpu" ? cpu : sim).push_back(i);
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (std::size_t k; (k = next.fetch_add(1)) < sim.size();) out[sim[k]] = run_sweep_point(points[sim[k]]);
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < std::max(1, std::min<int>(jobs, static_cast<int>(sim.size()))); ++t) threads.emplace_back(work);
+  for (auto& t : threads) t.join();
+  for (std::size_t i : cpu) out[i] = run_sweep_point(points[i]);
+  return out;
 }
 
 std::vector<std::string> csv_row(const SweepPoint& p, const SweepOutcome& o) {
@@ -238,7 +261,7 @@ std::vector<std::string> csv_row(const SweepPoint& p, const SweepOutcome& o) {
   }
   for (const std::string& v :
        {number(o.makespan_s), std::to_string(o.bytes_moved), std::to_string(o.peak_memory_bytes),
-        number(o.compute_utilization), std::to_string(o.tasks), std::to_string(o.events), number(o.plan_wall_s),
+        number(o.compute_utilization), number(o.comm_utilization), std::to_string(o.tasks), std::to_string(o.events), number(o.plan_wall_s),
         number(o.lower_wall_s), number(o.sim_wall_s), std::string()})
     row.push_back(v);
   return row;

@@ -65,6 +65,7 @@ struct SweepOutcome {
   std::int64_t bytes_moved = 0;
   std::int64_t peak_memory_bytes = 0;
   double compute_utilization = 0;  // mean over devices of compute busy / makespan
+  double comm_utilization = 0;     // mean over devices of communication busy / makespan
   std::int64_t tasks = 0;
   std::int64_t events = 0;          // simulator events (0 for cpu rows)
   double plan_wall_s = 0;           // planning
@@ -73,6 +74,9 @@ struct SweepOutcome {
   std::string error;
 };
 [[nodiscard]] SweepOutcome run_sweep_point(const SweepPoint& p);
+// Every point on `jobs` threads (cpu-backend points one at a time after the others);
+// outcomes in the order of `points`.
+[[nodiscard]] std::vector<SweepOutcome> run_points(const std::vector<SweepPoint>& points, int jobs);
 [[nodiscard]] std::vector<std::string> csv_row(const SweepPoint& p, const SweepOutcome& o);
 
 // CSV with RFC 4180 quoting (fields with a comma, quote or newline are quoted).

@@ -167,7 +167,7 @@ TEST_F(SweepRun, EveryPointGivesOneRowWithTheFiguresOfSimulate) {
   for (const auto& r : rows) {
     ASSERT_EQ(r.size(), sweep_columns().size());
     EXPECT_GT(std::stod(r[8]), 0) << r[0];       // makespan_s
-    EXPECT_GT(std::stod(r[12]), 0) << r[0];      // tasks
+    EXPECT_GT(std::stod(r[13]), 0) << r[0];      // tasks
     EXPECT_EQ(r.back(), "") << r[0];             // no error
     const double util = std::stod(r[11]);
     EXPECT_GT(util, 0);
@@ -183,7 +183,7 @@ TEST_F(SweepRun, RowsAreTheSameWhateverTheNumberOfJobsBesidesWallTimes) {
   (void)run_sweep(spec, csv_.string(), options(2));
   auto two = rows_of(csv_);
   auto strip = [](std::vector<std::vector<std::string>> rows) {
-    for (auto& r : rows) r.erase(r.begin() + 14, r.begin() + 17);  // plan, lower, sim wall times
+    for (auto& r : rows) r.erase(r.begin() + 15, r.begin() + 18);  // plan, lower, sim wall times
     std::sort(rows.begin(), rows.end());
     return rows;
   };
