@@ -110,9 +110,13 @@ Experiment scaling(bool quick) {
       quick ? std::vector<int>{8, 16, 32} : std::vector<int>{8, 16, 32, 64, 128, 256, 512, 1024};
   const std::string machine = quick ? "cluster:4xh100-sxm-8" : "cluster:128xh100-sxm-8";
   const std::string w = quick ? "llama-block:model=7b,seq=64" : "llama-block:model=65b";
+  // block-per-device is left out above 256 devices: its one block per device of every
+  // node makes the 1,024-device point take 122 s and 15 GB in the simulator (measured
+  // 2026-11-24), more than the whole rest of the experiment.
   for (int d : devices)
     for (const char* s : {"eindecomp", "data-parallel", "megatron", "sqrt-split", "block-per-device", "split-largest"})
-      e.points.push_back({{}, sim_point(w, d, s, "round-robin", machine)});
+      if (std::string(s) != "block-per-device" || d <= 256)
+        e.points.push_back({{}, sim_point(w, d, s, "round-robin", machine)});
   e.plots.push_back({"lines.py", "", {"--x", "devices", "--y", "makespan_s", "--group", "strategy", "--scale-y", "1e3",
                                       "--xlabel", "simulated H100s", "--ylabel", "makespan (ms)", "--log-x", "--log-y",
                                       "--title", w + " block"}});
@@ -144,7 +148,7 @@ const std::vector<ReproductionInfo>& reproductions() {
        true, ""},
       {"work-conserving", "async against bsp for the chain, FFN and LLaMA block on 4 and 8 H100s (DOPPLER: 139 vs 185.3)",
        true, ""},
-      {"scaling", "the LLaMA-65B block from 8 to 1,024 simulated H100s, every strategy: time and communication share",
+      {"scaling", "the LLaMA-65B block from 8 to 1,024 simulated H100s, every strategy (block-per-device to 256): time and communication share",
        true, ""},
       {"video-chain", "X·Y·Z on 4 GPUs, fine-grained async against one block per GPU with bsp waves, timelines stacked",
        false, "planned, not written yet"},
