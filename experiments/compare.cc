@@ -434,7 +434,7 @@ void print_compare(const CompareResult& res, std::FILE* out) {
                profiled ? " and kernel profile" : "");
   std::fprintf(out,
                "  spread: p10 to p90 of the measured rounds, in %% of their median; * marks the %d row%s whose spread is\n"
-               "  wider than its error (there the machine's drift, not the model, decides the error)\n",
+               "  wider than the error (there the machine's drift, not the model, decides the error)\n",
                flagged, flagged == 1 ? "" : "s");
   std::fprintf(out, "\n  MAPE %.1f%%", res.mape_pct);
   if (profiled && cache_model)

@@ -135,8 +135,14 @@ double field(const std::vector<std::string>& row, const std::vector<std::string>
 
 std::string shell_quote(const std::string& s) {
   std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
+  for (char c : s) {
+    if (c == '\'')
+      out += "'\\''";
+    else
+      out += c;
+  }
+  out += '\'';
+  return out;
 }
 
 }  // namespace
@@ -258,7 +264,10 @@ ReproduceResult reproduce(const std::string& name, const ReproduceOptions& o) {
       const std::string png = (std::filesystem::path(o.dir) / (name + p.suffix + ".png")).string();
       std::string cmd = shell_quote(o.plots_dir + "/python.sh") + " " + shell_quote(o.plots_dir + "/" + p.script) + " " +
                         shell_quote(res.csv) + " " + shell_quote(png);
-      for (const auto& a : p.args) cmd += " " + shell_quote(a);
+      for (const auto& a : p.args) {
+        cmd += ' ';
+        cmd += shell_quote(a);
+      }
       if (std::system(cmd.c_str()) != 0)
         fail("reproduce ", name, ": drawing ", png, " failed (", p.script, " through plots/python.sh; the CSV ", res.csv,
              " is complete)");
