@@ -253,6 +253,24 @@ TEST_F(SweepRun, AFailingPointIsRecordedWithItsErrorAndTheSweepGoesOn) {
   EXPECT_EQ(rows[1].back(), "");
 }
 
+TEST_F(SweepRun, CpuBackendPointsAreMeasuredBesideSimulatedOnes) {
+  json j = json::parse(R"({"workloads": ["chain:size=32"], "devices": [2], "machines": ["cpu:2"],
+                           "backends": ["sim", "cpu"]})");
+  SweepSummary s = run_sweep(parse_sweep_spec(j, "s"), csv_.string(), options(2));
+  EXPECT_EQ(s.done, 2u);
+  EXPECT_EQ(s.failed, 0u);
+  auto rows = rows_of(csv_);
+  ASSERT_EQ(rows.size(), 2u);
+  std::map<std::string, std::vector<std::string>> by_backend;
+  for (const auto& r : rows) by_backend[r[7]] = r;
+  ASSERT_EQ(by_backend.count("cpu"), 1u);
+  const auto& cpu = by_backend["cpu"];
+  EXPECT_GT(std::stod(cpu[8]), 0);       // measured makespan
+  EXPECT_EQ(cpu[13], by_backend["sim"][13]);  // the same task graph
+  EXPECT_EQ(cpu[14], "0");                // no simulator events
+  EXPECT_EQ(cpu.back(), "");
+}
+
 TEST(SweepCli, ABadSpecIsAnErrorNamingItAndWritesNoFile) {
   auto spec = temp_path("tessel_bad_spec.json");
   auto out = temp_path("tessel_bad_sweep.csv");
