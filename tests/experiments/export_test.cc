@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
 #include "core/io.h"
 #include "core/machine.h"
 #include "core/task_graph.h"
@@ -134,6 +135,33 @@ TEST(ChakraExport, TracesReadBackWithProtobufMatchTheTaskGraph) {
   EXPECT_EQ(comp_seen, comp);
   EXPECT_EQ(static_cast<std::int64_t>(sends.size()), moves);
   EXPECT_EQ(sends, recvs);  // every send has its receive, same tag, same ends
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ChakraExport, ADependencyAcrossDevicesWithoutAMoveIsRefusedNamingTheTaskAndNode) {
+  if (!chakra_available()) GTEST_SKIP() << "built without protobuf";
+  const Graph g = build_workload("chain:size=64");
+  TaskGraph tg = lower(g, cli::decompose(g, "split-largest", 2));
+  // Make a compute task on device 1 wait for a compute task on device 0 directly.
+  std::int32_t on0 = -1, on1 = -1;
+  for (std::size_t i = 0; i < tg.tasks.size(); ++i)
+    if (tg.tasks[i].kind == TaskKind::compute) (tg.tasks[i].device.value == 0 ? on0 : on1) = static_cast<std::int32_t>(i);
+  ASSERT_GE(on0, 0);
+  ASSERT_GE(on1, 0);
+  tg.tasks[static_cast<std::size_t>(on1)].deps.push_back(TaskId{on0});
+  auto dir = temp_path("tessel_chakra_bad");
+  std::filesystem::remove_all(dir);
+  try {
+    (void)write_chakra(tg, g, machine_preset("h100-sxm-8"), dir.string());
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("task " + std::to_string(on1)), std::string::npos) << m;
+    EXPECT_NE(m.find("node '" + g.node(tg.tasks[static_cast<std::size_t>(on1)].node).name + "'"), std::string::npos) << m;
+    EXPECT_NE(m.find("without a move"), std::string::npos) << m;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir / "tessel.0.et"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "tessel.1.et"));
   std::filesystem::remove_all(dir);
 }
 
