@@ -68,5 +68,8 @@ void add_core_commands(CLI::App& app);  // workloads, lower, einsum, run   (comm
 void add_plan_commands(CLI::App& app);  // plan                            (commands_plan.cc)
 void add_sim_commands(CLI::App& app);   // simulate                        (commands_sim.cc)
 void add_compare_commands(CLI::App& app);  // calibrate, compare            (commands_compare.cc)
+void add_sweep_commands(CLI::App& app);    // sweep                           (commands_sweep.cc)
+void add_export_commands(CLI::App& app);   // export                          (commands_export.cc)
+void add_reproduce_commands(CLI::App& app);  // reproduce                     (commands_reproduce.cc)
 
 }  // namespace tessel::cli

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/io.h"
+#include "core/stats.h"
 #include "core/task_graph.h"
 #include "core/workloads.h"
 #include "experiments/cli.h"
@@ -259,13 +260,9 @@ void add_run(CLI::App& app) {
     }
     std::vector<double> times;
     for (const auto& r : runs) times.push_back(r.first);
-    std::size_t median = 0;
-    {
-      std::vector<std::size_t> idx(runs.size());
-      for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = i;
-      std::sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) { return times[a] < times[b]; });
-      median = idx[idx.size() / 2];
-    }
+    // The run reported and traced is one that happened: the median for an odd count,
+    // the upper middle for an even one (stats::median_index).
+    const std::size_t median = stats::median_index(times);
     const runtime::RunResult& r = runs[median].second;
     double run_s = runs[median].first;
     // The task graph's own time (first task start to last task end, as compare and the

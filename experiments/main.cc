@@ -17,6 +17,9 @@ int main(int argc, char** argv) {
   tessel::cli::add_plan_commands(app);
   tessel::cli::add_sim_commands(app);
   tessel::cli::add_compare_commands(app);
+  tessel::cli::add_sweep_commands(app);
+  tessel::cli::add_export_commands(app);
+  tessel::cli::add_reproduce_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

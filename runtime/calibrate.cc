@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "core/partition.h"
+#include "core/stats.h"
 #include "core/task_graph.h"
 #include "runtime/cpu_executor.h"
 #include "runtime/cpu_kernels.h"
@@ -161,8 +162,7 @@ struct CpuCalibrator::State {
       (void)exec.run(overhead_graph, overhead_tg, overhead_inputs);  // warm-up
       std::vector<double> times;
       for (int r = 0; r < 3; ++r) times.push_back(exec.run(overhead_graph, overhead_tg, overhead_inputs).timeline.makespan_s());
-      std::sort(times.begin(), times.end());
-      return times[times.size() / 2] / static_cast<double>(per_worker);
+      return stats::median(times) / static_cast<double>(per_worker);
     });
     // Barrier latency: a chain of elementwise nodes, one block per worker (no moves),
     // under bsp and under async; the difference per barrier.
@@ -201,11 +201,7 @@ struct CpuCalibrator::State {
           boundary.push_back(std::next(it)->second.first - it->second.second);
       }
       if (boundary.empty() || dispatch.empty()) return 0.0;
-      auto median = [](std::vector<double>& v) {
-        std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-        return v[v.size() / 2];
-      };
-      return std::max(0.0, median(boundary) - median(dispatch));
+      return std::max(0.0, stats::median(boundary) - stats::median(dispatch));
     });
     // Strided copies of short rows within the per-core cache: row_rows rows of
     // kRowProbeCols floats out of rows twice as wide, as touches cut a narrow block out
@@ -276,11 +272,7 @@ struct CpuCalibrator::State {
   [[nodiscard]] Calibration result() const {
     if (rounds == 0) fail("calibrate: no round measured yet");
     std::vector<double> seconds(probes.size());
-    for (std::size_t p = 0; p < probes.size(); ++p) {
-      std::vector<double> v = samples[p];
-      std::sort(v.begin(), v.end());
-      seconds[p] = v[v.size() / 2];
-    }
+    for (std::size_t p = 0; p < probes.size(); ++p) seconds[p] = stats::median(samples[p]);
     return from_seconds(seconds);
   }
 

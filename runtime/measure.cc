@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/stats.h"
+
 namespace tessel::runtime {
 
 void pin_to_core(int worker) {
@@ -89,13 +91,11 @@ double measure_calls(int workers, double min_seconds, const std::function<void(i
         }
         b = elapsed / static_cast<double>(calls);
       }
-      std::sort(batch.begin(), batch.end());
-      per_call[static_cast<std::size_t>(w)] = batch[kBatches / 2];
+      per_call[static_cast<std::size_t>(w)] = stats::median({batch.begin(), batch.end()});
       sync.arrive_and_wait();  // keep every worker busy until all have measured
     });
   for (auto& t : threads) t.join();
-  std::sort(per_call.begin(), per_call.end());
-  return per_call[per_call.size() / 2];
+  return stats::median(per_call);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin
   python3 python3-numpy python3-matplotlib
+  libprotobuf-dev protobuf-compiler
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -137,6 +137,13 @@ TEST(CompareCli, WithoutAMachineItCalibratesDuringTheTimedRoundsAndReportsTheCal
   ASSERT_EQ(j["rows"][0]["round_errors_pct"].size(), 2u);
   const double a = j["rows"][0]["round_errors_pct"][0], b = j["rows"][0]["round_errors_pct"][1];
   EXPECT_NEAR(j["rows"][0]["error_pct"].get<double>(), (a + b) / 2, 1e-9);
+  // Each row's spread of measured rounds beside its error, and the flag that compares them.
+  const auto& row = j["rows"][0];
+  EXPECT_LE(row["measured_p10_s"].get<double>(), row["measured_p90_s"].get<double>());
+  EXPECT_GE(row["measured_spread_pct"].get<double>(), 0);
+  EXPECT_EQ(row["spread_exceeds_error"].get<bool>(),
+            row["measured_spread_pct"].get<double>() > std::fabs(row["error_pct"].get<double>()));
+  EXPECT_TRUE(j.contains("rows_spread_exceeds_error"));
 }
 
 TEST(CompareCli, AnalyticComputeModelSkipsProfiling) {

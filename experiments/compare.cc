@@ -1,0 +1,470 @@
+#include "experiments/compare.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/io.h"
+#include "core/task_graph.h"
+#include "core/timeline.h"
+#include "experiments/cli.h"
+#include "runtime/calibrate.h"
+#include "runtime/cpu_executor.h"
+#include "runtime/profile.h"
+#include "sim/simulator.h"
+
+namespace tessel::experiments {
+namespace {
+
+using nlohmann::json;
+
+double span_of(const Timeline& tl) {
+  if (tl.spans.empty()) return 0;
+  double lo = tl.spans.front().start_s, hi = 0;
+  for (const Span& s : tl.spans) {
+    lo = std::min(lo, s.start_s);
+    hi = std::max(hi, s.end_s);
+  }
+  return hi - lo;
+}
+
+void print_calibration(const runtime::Calibration& c, std::FILE* log) {
+  std::fprintf(log, "  GEMM peak %s per worker, generic %s, memory %s/s, copies %s/s alone, %s/s each when all copy, "
+               "%s per task, %s per bsp barrier\n",
+               cli::human_count(c.peak_flops_per_s, "flop/s").c_str(),
+               cli::human_count(c.generic_flops_per_s, "flop/s").c_str(), cli::human_bytes(c.memory_bytes_per_s).c_str(),
+               cli::human_bytes(c.copy_bytes_per_s_alone).c_str(), cli::human_bytes(c.copy_bytes_per_s_shared).c_str(),
+               cli::human_seconds(c.task_overhead_s).c_str(), cli::human_seconds(c.barrier_latency_s).c_str());
+}
+
+std::vector<double> errors_of(const std::vector<double>& simulated, const std::vector<double>& measured) {
+  std::vector<double> out;
+  for (std::size_t r = 0; r < simulated.size(); ++r) out.push_back(stats::error_pct(simulated[r], measured[r]));
+  return out;
+}
+
+}  // namespace
+
+void summarise(CompareResult& res, const std::vector<CompareRounds>& all) {
+  res.rows.clear();
+  std::vector<double> sims, meas;
+  std::vector<std::vector<double>> meas_rounds;
+  std::vector<int> group;
+  std::vector<std::string> policy_order;
+  std::vector<double> errs, errs_analytic, errs_hot;
+  res.correct = true;
+  for (const CompareRounds& rd : all) {
+    CompareRow row;
+    row.rounds = rd;
+    row.simulated_s = stats::median(rd.simulated_s);
+    row.measured_s = stats::median(rd.measured_s);
+    row.errors_pct = errors_of(rd.simulated_s, rd.measured_s);
+    row.error_pct = stats::median(row.errors_pct);
+    if (!rd.analytic_s.empty()) {
+      row.simulated_analytic_s = stats::median(rd.analytic_s);
+      row.error_analytic_pct = stats::median(errors_of(rd.analytic_s, rd.measured_s));
+    }
+    if (!rd.hot_s.empty()) {
+      row.simulated_hot_s = stats::median(rd.hot_s);
+      row.error_hot_pct = stats::median(errors_of(rd.hot_s, rd.measured_s));
+    }
+    row.measured_spread_s = stats::spread(rd.measured_s);
+    row.measured_spread_pct = row.measured_s > 0 ? row.measured_spread_s.width() / row.measured_s * 100 : 0.0;
+    row.spread_exceeds_error = row.measured_spread_pct > std::fabs(row.error_pct);
+    res.correct = res.correct && rd.correct;
+    sims.push_back(row.simulated_s);
+    meas.push_back(row.measured_s);
+    meas_rounds.push_back(rd.measured_s);
+    auto it = std::find(policy_order.begin(), policy_order.end(), rd.policy);
+    if (it == policy_order.end()) it = policy_order.insert(policy_order.end(), rd.policy);
+    group.push_back(static_cast<int>(it - policy_order.begin()));
+    errs.push_back(row.error_pct);
+    errs_analytic.push_back(row.error_analytic_pct.value_or(row.error_pct));
+    errs_hot.push_back(row.error_hot_pct.value_or(row.error_pct));
+    res.rows.push_back(std::move(row));
+  }
+  res.mape_pct = stats::mape_pct(errs);
+  res.mape_analytic_pct = stats::mape_pct(errs_analytic);
+  res.mape_hot_pct = stats::mape_pct(errs_hot);
+  res.kendall_tau = stats::kendall_tau(sims, meas);
+  res.kendall_tau_by_policy.clear();
+  for (std::size_t p = 0; p < policy_order.size(); ++p) {
+    std::vector<double> s, m;
+    for (std::size_t i = 0; i < res.rows.size(); ++i)
+      if (group[i] == static_cast<int>(p)) {
+        s.push_back(sims[i]);
+        m.push_back(meas[i]);
+      }
+    res.kendall_tau_by_policy[policy_order[p]] = stats::kendall_tau(s, m);
+  }
+  res.pairs = stats::pair_orders(meas_rounds, meas, sims, group);
+}
+
+CompareResult run_compare(const Graph& g, const std::string& graph_name, const CompareOptions& o, std::FILE* log) {
+  const int devices = o.devices;
+  if (o.strategies.empty()) fail("--strategy: empty list");
+  if (o.policies.empty()) fail("--policy: empty list");
+  std::vector<runtime::Policy> policies;
+  for (const auto& p : o.policies) policies.push_back(runtime::parse_policy(p));
+  cli::warn_oversubscribed(devices);
+  // Validate everything a user gave before the long work starts.
+  std::vector<Decomposition> decompositions;
+  for (const auto& s : o.strategies) decompositions.push_back(cli::decompose(g, s, devices));
+  const bool calibrated_now = !o.machine;
+  if (o.machine && o.machine->num_devices() != devices)
+    fail("machine '", o.machine_name, "' describes ", o.machine->num_devices(), " devices but ", devices,
+         " were asked for (calibrate again with -d ", devices, ")");
+  if (!o.trace_dir.empty()) std::filesystem::create_directories(o.trace_dir);
+
+  CompareResult res;
+  res.graph = graph_name;
+  res.devices = devices;
+  res.machine = calibrated_now ? std::string("calibrated now") : o.machine_name;
+  res.network = o.network;
+  res.repeat = o.repeat;
+  res.warmup = o.warmup;
+  res.profiled = o.profiled;
+  res.trace_dir = o.trace_dir;
+
+  runtime::TensorMap inputs = runtime::random_inputs(g, o.seed);
+  runtime::TensorMap want = runtime::evaluate_reference(g, inputs);
+  // The runs go round by round; in each round, one calibration round (without a
+  // machine), then per strategy one kernel-profiling round (with profiled kernels)
+  // followed by that strategy's rows, each timed run right after `warmup` untimed runs
+  // of the same row. Each round is then simulated with the machine figures and kernel
+  // times measured in that round only, and its error is that simulation against that
+  // round's run: a machine whose speed drifts by tens of percent within seconds — a
+  // shared VM's does — drifts under both sides of every pair alike.
+  struct Round {
+    double measured_s = 0;
+    Timeline measured;
+    sim::SimResult sim;  // profiled kernels, or analytic
+  };
+  struct Row {
+    std::size_t strategy = 0;
+    runtime::Policy policy = runtime::Policy::async;
+    const TaskGraph* tg = nullptr;
+    std::unique_ptr<runtime::CpuExecutor> exec;  // one per row: its workspaces stay warm across rounds
+    std::vector<Round> rounds;
+    bool ok = true;
+    double worst = 0;
+  };
+  std::vector<TaskGraph> graphs;
+  graphs.reserve(o.strategies.size());
+  for (const Decomposition& d : decompositions) graphs.push_back(lower(g, d));
+  std::vector<Row> plan_rows;
+  for (std::size_t si = 0; si < o.strategies.size(); ++si)
+    for (runtime::Policy policy : policies) {
+      Row row;
+      row.strategy = si;
+      row.policy = policy;
+      row.tg = &graphs[si];
+      row.exec = std::make_unique<runtime::CpuExecutor>(runtime::CpuOptions{policy, true});
+      plan_rows.push_back(std::move(row));
+    }
+  std::unique_ptr<runtime::CpuCalibrator> calibrator;
+  if (calibrated_now) {
+    std::fprintf(log, "calibrating the CPU backend with %d workers, one round before each timed round\n", devices);
+    calibrator = std::make_unique<runtime::CpuCalibrator>(runtime::CalibrationOptions{devices, o.calibration_seconds, 1});
+  }
+  const bool profiled = o.profiled;
+  // The cache model needs a per-core cache size: a calibration here always has one; a
+  // given machine may not (then the cold profile would change nothing: not taken).
+  bool machine_has_cache = calibrated_now;
+  if (o.machine)
+    for (const DeviceType& t : o.machine->device_types) machine_has_cache = machine_has_cache || t.cache_capacity_bytes > 0;
+  const bool cache_model = profiled && o.cache_model && machine_has_cache;
+  res.cache_model = cache_model;
+  std::vector<std::unique_ptr<runtime::KernelProfiler>> profilers;  // per strategy
+  if (profiled) {
+    for (const TaskGraph& tg : graphs) {
+      profilers.push_back(std::make_unique<runtime::KernelProfiler>(
+          g, tg, runtime::KernelProfileOptions{devices, o.profile_seconds, 0, cache_model}));
+      res.kernels_profiled += profilers.back()->kernels();
+    }
+    std::fprintf(log, "profiling %zu kernels with %d workers, each strategy's right before its runs\n",
+                 res.kernels_profiled, devices);
+  }
+  for (int round = 0; round < o.repeat; ++round) {
+    if (calibrator) calibrator->round();
+    for (std::size_t si = 0; si < o.strategies.size(); ++si) {
+      if (profiled) profilers[si]->round();
+      for (Row& row : plan_rows) {
+        if (row.strategy != si) continue;
+        for (int run = 0; run <= o.warmup; ++run) {
+          runtime::RunResult r = row.exec->run(g, *row.tg, inputs);
+          // Every run's result is checked, the untimed ones too: a wrong answer is
+          // never hidden behind a median.
+          bool ok = false;
+          json check = cli::check_outputs(g, r.outputs, want, &ok);
+          row.ok = row.ok && ok;
+          for (const auto& c : check) row.worst = std::max(row.worst, c["normwise_rel_error"].get<double>());
+          if (run == o.warmup) {
+            Round& rd = row.rounds.emplace_back();
+            rd.measured_s = span_of(r.timeline);
+            rd.measured = std::move(r.timeline);
+          }
+        }
+      }
+    }
+  }
+  if (calibrator) {
+    runtime::Calibration c = calibrator->result();
+    print_calibration(c, log);
+    res.calibration = runtime::to_json(c);
+  }
+  // The machine each round is simulated on: that round's calibration, or the given one.
+  std::vector<Machine> round_machines;
+  for (int r = 0; r < o.repeat; ++r)
+    round_machines.push_back(calibrator ? runtime::machine_from_calibration(calibrator->round_result(r)) : *o.machine);
+  std::vector<CompareRounds> all;
+  for (Row& row : plan_rows) {
+    const TaskGraph& tg = *row.tg;
+    sim::SimOptions so;
+    so.network = o.network;
+    so.policy = row.policy == runtime::Policy::async ? sim::Policy::async : sim::Policy::bsp;
+    CompareRounds cr;
+    cr.strategy = o.strategies[row.strategy];
+    cr.policy = std::string(runtime::to_string(row.policy));
+    cr.tasks = tg.size();
+    cr.correct = row.ok;
+    cr.max_normwise_error = row.worst;
+    for (int r = 0; r < static_cast<int>(row.rounds.size()); ++r) {
+      Round& rd = row.rounds[static_cast<std::size_t>(r)];
+      const Machine& round_machine = round_machines[static_cast<std::size_t>(r)];
+      rd.sim = sim::simulate(tg, round_machine, so);
+      if (profiled) {  // the analytic simulation stays beside the profiled one
+        // A profiled compute task takes its kernel's time plus the executor's per-task
+        // overhead (the machine's launch latency); everything else keeps the model.
+        so.task_seconds = profilers[row.strategy]->task_seconds(r);
+        for (std::size_t i = 0; i < so.task_seconds.size(); ++i)
+          if (so.task_seconds[i] >= 0) so.task_seconds[i] += round_machine.type_of(tg.tasks[i].device).launch_latency_s;
+        cr.analytic_s.push_back(rd.sim.makespan_s);
+        if (cache_model) {
+          // The same profile with hot kernel times only, beside the cache model's.
+          cr.hot_s.push_back(sim::simulate(tg, round_machine, so).makespan_s);
+          so.task_seconds_cold = profilers[row.strategy]->task_seconds_cold(r);
+          for (std::size_t i = 0; i < so.task_seconds_cold.size(); ++i)
+            if (so.task_seconds_cold[i] >= 0)
+              so.task_seconds_cold[i] += round_machine.type_of(tg.tasks[i].device).launch_latency_s;
+        }
+        rd.sim = sim::simulate(tg, round_machine, so);
+        so.task_seconds.clear();
+        so.task_seconds_cold.clear();
+      }
+      cr.simulated_s.push_back(rd.sim.makespan_s);
+      cr.measured_s.push_back(rd.measured_s);
+    }
+    // The pair shown as timelines and used for the per-kind errors: the round whose
+    // run is the median (one that happened: the upper middle for an even count).
+    const std::size_t mid_round = stats::median_index(cr.measured_s);
+    const Round& mid = row.rounds[mid_round];
+    const Timeline& median = mid.measured;
+    const sim::SimResult& sr = mid.sim;
+    // Per-task durations, matched by task id. The executor spends its per-task overhead
+    // between spans, the simulator inside a compute or touch task (the machine's launch
+    // latency): it is taken off the simulated span so that like is compared with like.
+    double t0 = median.spans.empty() ? 0 : median.spans.front().start_s;
+    for (const Span& s : median.spans) t0 = std::min(t0, s.start_s);
+    const Machine& mid_machine = round_machines[mid_round];
+    for (std::size_t i = 0; i < tg.tasks.size(); ++i) {
+      const Task& t = tg.tasks[i];
+      if (t.kind == TaskKind::input || t.kind == TaskKind::output) continue;
+      double ds = sr.timeline.spans[i].end_s - sr.timeline.spans[i].start_s;
+      if (t.kind == TaskKind::compute || t.kind == TaskKind::touch)
+        ds = std::max(0.0, ds - mid_machine.type_of(t.device).launch_latency_s);
+      double dm = median.spans[i].end_s - median.spans[i].start_s;
+      TaskKindError& e = res.task_kinds[std::string(to_string(t.kind))];
+      ++e.count;
+      e.simulated_s += ds;
+      e.measured_s += dm;
+      e.abs_error_s += std::fabs(ds - dm);
+    }
+    if (!o.trace_dir.empty()) {
+      std::string stem = o.trace_dir + "/" + cr.strategy + "-" + cr.policy;
+      std::ostringstream a, b;
+      write_chrome_trace(a, sr.timeline, &tg, &g);
+      Timeline shifted = median;
+      for (Span& s : shifted.spans) {
+        s.start_s -= t0;
+        s.end_s -= t0;
+      }
+      write_chrome_trace(b, shifted, &tg, &g);
+      write_file_atomic(stem + "-simulated.json", a.str());
+      write_file_atomic(stem + "-measured.json", b.str());
+    }
+    all.push_back(std::move(cr));
+  }
+  summarise(res, all);
+  return res;
+}
+
+json to_json(const CompareRow& row) {
+  const CompareRounds& rd = row.rounds;
+  json r = {{"strategy", rd.strategy},
+            {"policy", rd.policy},
+            {"tasks", rd.tasks},
+            {"simulated_s", row.simulated_s},
+            {"measured_s", row.measured_s},
+            {"error_pct", row.error_pct},
+            {"measured_p10_s", row.measured_spread_s.p10},
+            {"measured_p90_s", row.measured_spread_s.p90},
+            {"measured_spread_pct", row.measured_spread_pct},
+            {"spread_exceeds_error", row.spread_exceeds_error},
+            {"round_errors_pct", row.errors_pct},
+            {"round_simulated_s", rd.simulated_s},
+            {"round_measured_s", rd.measured_s},
+            {"correct", rd.correct},
+            {"max_normwise_error", rd.max_normwise_error}};
+  if (row.simulated_analytic_s) {
+    r["simulated_analytic_s"] = *row.simulated_analytic_s;
+    r["error_analytic_pct"] = *row.error_analytic_pct;
+  }
+  if (row.simulated_hot_s) {
+    r["simulated_hot_s"] = *row.simulated_hot_s;
+    r["error_hot_pct"] = *row.error_hot_pct;
+  }
+  return r;
+}
+
+namespace {
+
+struct RankingCounts {
+  int apart = 0, agree = 0;
+};
+
+RankingCounts ranking_counts(const CompareResult& res) {
+  RankingCounts c;
+  for (const stats::PairOrder& p : res.pairs) {
+    c.apart += p.measured_apart;
+    c.agree += p.measured_apart && p.agrees;
+  }
+  return c;
+}
+
+}  // namespace
+
+json compare_to_json(const CompareResult& res) {
+  json rows = json::array();
+  int flagged = 0;
+  for (const CompareRow& row : res.rows) {
+    rows.push_back(to_json(row));
+    flagged += row.spread_exceeds_error;
+  }
+  json pair_json = json::array();
+  for (const stats::PairOrder& p : res.pairs)
+    pair_json.push_back({{"a", res.rows[p.a].rounds.strategy},
+                         {"b", res.rows[p.b].rounds.strategy},
+                         {"policy", res.rows[p.a].rounds.policy},
+                         {"measured_diff_pct", p.measured_diff_pct},
+                         {"simulated_diff_pct", p.simulated_diff_pct},
+                         {"measured_apart", p.measured_apart},
+                         {"agrees", p.measured_apart ? json(p.agrees) : json(nullptr)}});  // null: not judged
+  const RankingCounts rc = ranking_counts(res);
+  // preserved: null when no pair could be judged (fewer than 3 rounds, or every pair's
+  // order changed between rounds).
+  json ranking_check = {{"pairs", res.pairs.size()},
+                        {"measured_apart", rc.apart},
+                        {"measured_apart_agree", rc.agree},
+                        {"preserved", rc.apart > 0 ? json(rc.apart == rc.agree) : json(nullptr)},
+                        {"by_pair", pair_json}};
+  json kinds = json::object();
+  for (const auto& [k, e] : res.task_kinds)
+    kinds[k] = {{"tasks", e.count},
+                {"simulated_s", e.simulated_s},
+                {"measured_s", e.measured_s},
+                {"total_error_pct", e.measured_s > 0 ? (e.simulated_s - e.measured_s) / e.measured_s * 100 : 0.0},
+                {"mean_abs_error_s", e.count ? e.abs_error_s / static_cast<double>(e.count) : 0.0}};
+  json by_policy = json::object();
+  for (const auto& [p, t] : res.kendall_tau_by_policy) by_policy[p] = t;
+  return {{"graph", res.graph},
+          {"devices", res.devices},
+          {"backend", "cpu"},
+          {"machine", res.machine},
+          {"calibration", res.calibration},
+          {"network", res.network},
+          {"repeat", res.repeat},
+          {"warmup", res.warmup},
+          {"compute_model", res.profiled ? "profiled" : "analytic"},
+          {"kernels_profiled", res.kernels_profiled},
+          {"cache_model", res.cache_model},
+          {"rows", rows},
+          {"rows_spread_exceeds_error", flagged},
+          {"mape_pct", res.mape_pct},
+          {"mape_analytic_pct", res.mape_analytic_pct},
+          {"mape_hot_pct", res.mape_hot_pct},
+          {"kendall_tau", res.kendall_tau},
+          {"kendall_tau_by_policy", by_policy},
+          {"ranking", ranking_check},
+          {"task_kinds", kinds},
+          {"correct", res.correct}};
+}
+
+void print_compare(const CompareResult& res, std::FILE* out) {
+  using cli::human_seconds;
+  const bool profiled = res.profiled, cache_model = res.cache_model;
+  std::fprintf(out,
+               "%s on %d devices, backend cpu, machine %s, network %s, compute %s, median of %d runs "
+               "(each after %d warm-up)\n\n",
+               res.graph.c_str(), res.devices, res.machine.c_str(), res.network.c_str(),
+               profiled ? (cache_model ? "profiled kernels (hot and cold, cache model)" : "profiled kernels (hot)")
+                        : "analytic",
+               res.repeat, res.warmup);
+  std::fprintf(out, "  %-16s %-6s %7s %12s %12s %8s %8s", "strategy", "policy", "tasks", "simulated", "measured", "error",
+               "spread");
+  if (profiled) std::fprintf(out, " %12s %8s", "analytic", "error");
+  std::fprintf(out, "  check\n");
+  int flagged = 0;
+  for (const CompareRow& r : res.rows) {
+    flagged += r.spread_exceeds_error;
+    std::fprintf(out, "  %-16s %-6s %7lld %12s %12s %+7.1f%% %7.1f%%%s", r.rounds.strategy.c_str(),
+                 r.rounds.policy.c_str(), static_cast<long long>(r.rounds.tasks), human_seconds(r.simulated_s).c_str(),
+                 human_seconds(r.measured_s).c_str(), r.error_pct, r.measured_spread_pct,
+                 r.spread_exceeds_error ? "*" : " ");
+    if (r.simulated_analytic_s)
+      std::fprintf(out, " %12s %+7.1f%%", human_seconds(*r.simulated_analytic_s).c_str(), *r.error_analytic_pct);
+    std::fprintf(out, "  %s\n", r.rounds.correct ? "ok" : "WRONG RESULT");
+  }
+  std::fprintf(out,
+               "\n  error: the median over the rounds of (simulated - measured) / measured, each round simulated with the\n"
+               "  calibration%s measured in that round only (the medians shown need not give the same ratio)\n",
+               profiled ? " and kernel profile" : "");
+  std::fprintf(out,
+               "  spread: p10 to p90 of the measured rounds, in %% of their median; * marks the %d row%s whose spread is\n"
+               "  wider than the error (there the machine's drift, not the model, decides the error)\n",
+               flagged, flagged == 1 ? "" : "s");
+  std::fprintf(out, "\n  MAPE %.1f%%", res.mape_pct);
+  if (profiled && cache_model)
+    std::fprintf(out, " (hot kernel times only %.1f%%, analytic %.1f%%)", res.mape_hot_pct, res.mape_analytic_pct);
+  else if (profiled)
+    std::fprintf(out, " (analytic %.1f%%)", res.mape_analytic_pct);
+  std::fprintf(out, "   Kendall tau (all rows) %.2f", res.kendall_tau);
+  for (const auto& [p, t] : res.kendall_tau_by_policy) std::fprintf(out, "   %s %.2f", p.c_str(), t);
+  const RankingCounts rc = ranking_counts(res);
+  std::fprintf(out,
+               "\n  ranking: %d of %zu strategy pairs (same policy) ran in the same order in every round; the "
+               "simulation orders %d of them alike%s\n",
+               rc.apart, res.pairs.size(), rc.agree,
+               rc.apart == 0             ? " (nothing to judge: every pair's order changed between rounds)"
+               : rc.apart == rc.agree ? " (ranking preserved)"
+                                         : " (NOT preserved)");
+  for (const stats::PairOrder& p : res.pairs)
+    if (p.measured_apart && !p.agrees)
+      std::fprintf(out, "    %s vs %s (%s): measured %+.1f%%, simulated %+.1f%%\n", res.rows[p.a].rounds.strategy.c_str(),
+                   res.rows[p.b].rounds.strategy.c_str(), res.rows[p.a].rounds.policy.c_str(), p.measured_diff_pct,
+                   p.simulated_diff_pct);
+  std::fprintf(out,
+               "\n  per task kind      tasks   simulated    measured   total error   mean |error| per task"
+               "   (simulated spans less the per-task overhead)\n");
+  for (const auto& [k, e] : res.task_kinds)
+    std::fprintf(out, "  %-16s %7lld %11s %11s %+12.1f%%   %s\n", k.c_str(), static_cast<long long>(e.count),
+                 human_seconds(e.simulated_s).c_str(), human_seconds(e.measured_s).c_str(),
+                 e.measured_s > 0 ? (e.simulated_s - e.measured_s) / e.measured_s * 100 : 0.0,
+                 human_seconds(e.count ? e.abs_error_s / static_cast<double>(e.count) : 0.0).c_str());
+  if (!res.trace_dir.empty()) std::fprintf(out, "\n  timelines in %s/\n", res.trace_dir.c_str());
+}
+
+}  // namespace tessel::experiments

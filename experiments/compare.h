@@ -1,0 +1,111 @@
+#pragma once
+// The compare experiment: plan, simulate and run the same task graphs on the CPU
+// backend, round by round, and lay simulated and measured times side by side.
+//
+// run_compare() does the measuring (calibration and kernel profile per round unless a
+// machine is given, each timed run after `warmup` untimed ones, every result checked
+// against the reference evaluator) and simulates each round with that round's figures;
+// summarise() turns the per-round figures into the rows, MAPE, Kendall's tau, the
+// ranking check and each row's spread of measured rounds. summarise() is pure and
+// testable without running anything; the `tessel compare` command only parses options
+// and prints (compare_to_json, print_compare).
+
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/graph.h"
+#include "core/machine.h"
+#include "core/stats.h"
+
+namespace tessel::experiments {
+
+struct CompareOptions {
+  int devices = 2;
+  std::vector<std::string> strategies{"eindecomp", "data-parallel", "megatron"};
+  std::vector<std::string> policies{"async", "bsp"};
+  std::optional<Machine> machine;  // none: calibrate here, one round before each timed round
+  std::string machine_name;        // for reports: the file it came from
+  std::string network = "flow";
+  int repeat = 5;
+  int warmup = 1;
+  double calibration_seconds = 0.05;
+  bool profiled = true;  // kernels profiled here; false: the analytic roofline only
+  double profile_seconds = 0.002;
+  bool cache_model = true;  // with profiled: hot and cold kernel times and the simulated cache
+  std::uint64_t seed = 1;
+  std::string trace_dir;  // non-empty: write every simulated and measured timeline here
+};
+
+// One strategy × policy: its figures in every round (the same length each).
+struct CompareRounds {
+  std::string strategy;
+  std::string policy;
+  std::int64_t tasks = 0;
+  std::vector<double> simulated_s;
+  std::vector<double> measured_s;
+  std::vector<double> analytic_s;  // with profiled: the analytic simulation of the same round
+  std::vector<double> hot_s;       // with the cache model: hot kernel times only
+  bool correct = true;
+  double max_normwise_error = 0;
+};
+
+struct CompareRow {
+  CompareRounds rounds;
+  double simulated_s = 0;  // medians over the rounds
+  double measured_s = 0;
+  std::vector<double> errors_pct;  // per round, (simulated − measured) / measured
+  double error_pct = 0;            // their median
+  std::optional<double> simulated_analytic_s, error_analytic_pct;
+  std::optional<double> simulated_hot_s, error_hot_pct;
+  stats::Spread measured_spread_s;  // p10 and p90 of the measured rounds
+  double measured_spread_pct = 0;   // (p90 − p10) / median measured
+  // The machine's own drift between rounds is wider than the model's error: the error
+  // says little about the model.
+  bool spread_exceeds_error = false;
+};
+
+struct TaskKindError {
+  std::int64_t count = 0;
+  double simulated_s = 0;
+  double measured_s = 0;
+  double abs_error_s = 0;
+};
+
+struct CompareResult {
+  std::string graph;
+  int devices = 0;
+  std::string machine;  // "calibrated now" or the given name
+  nlohmann::json calibration;  // null unless calibrated here
+  std::string network;
+  int repeat = 0, warmup = 0;
+  bool profiled = true, cache_model = true;
+  std::size_t kernels_profiled = 0;
+  std::vector<CompareRow> rows;
+  double mape_pct = 0, mape_analytic_pct = 0, mape_hot_pct = 0;
+  double kendall_tau = 0;
+  std::map<std::string, double> kendall_tau_by_policy;
+  std::vector<stats::PairOrder> pairs;  // row indices, same policy
+  std::map<std::string, TaskKindError> task_kinds;  // the median round's spans, by task kind
+  bool correct = true;
+  std::string trace_dir;
+};
+
+// Runs the experiment on `g`. Errors (unknown strategy or policy, a machine of another
+// device count) are raised before any measuring starts. Progress goes to `log`.
+[[nodiscard]] CompareResult run_compare(const Graph& g, const std::string& graph_name, const CompareOptions& options,
+                                        std::FILE* log = stderr);
+
+// The rows and summary figures from per-round figures (rows keep their order; pairs are
+// judged within a policy). Leaves task_kinds, calibration and the run's settings alone.
+void summarise(CompareResult& result, const std::vector<CompareRounds>& rounds);
+
+[[nodiscard]] nlohmann::json to_json(const CompareRow& row);
+[[nodiscard]] nlohmann::json compare_to_json(const CompareResult& result);
+void print_compare(const CompareResult& result, std::FILE* out = stdout);
+
+}  // namespace tessel::experiments
