@@ -43,7 +43,7 @@ void add_sweep_commands(CLI::App& app) {
   cmd->add_flag("--json", o->json_out, "print the summary as JSON");
   cmd->footer(
       "A spec is a JSON object of lists; a key left out takes the CLI's default (devices [4],\n"
-      "strategies [\"split-largest\"], placements [\"round-robin\"], networks [\"alpha-beta\"], policies\n"
+      "strategies [\"split-largest\"], placements [\"round-robin\"], networks [\"flow\"], policies\n"
       "[\"async\"], backends [\"sim\"]); workloads and machines are required. backend \"cpu\" runs the\n"
       "point on this machine's cores instead (median of 3 after a warm-up, one point at a time).\n\n"
       "Columns: workload, devices, strategy, placement, machine, network, policy, backend, makespan_s,\n"

@@ -39,7 +39,7 @@ struct Experiment {
 };
 
 SweepPoint sim_point(std::string workload, int devices, std::string strategy, std::string placement,
-                     std::string machine, std::string policy = "async", std::string network = "alpha-beta") {
+                     std::string machine, std::string policy = "async", std::string network = sim::SimOptions{}.network) {
   return {std::move(workload), devices, std::move(strategy), std::move(placement), std::move(machine),
           std::move(network),  std::move(policy), "sim"};
 }

@@ -10,7 +10,7 @@
 //   strategies  planner strategies                    (default ["split-largest"], as no -s)
 //   placements  placements                            (default ["round-robin"])
 //   machines    presets or machine JSON files (required: `simulate -m` has no default)
-//   networks    alpha-beta | flow                     (default ["alpha-beta"])
+//   networks    flow | alpha-beta                     (default ["flow"], as simulate)
 //   policies    async | bsp                           (default ["async"])
 //   backends    sim | cpu                             (default ["sim"]; cpu: measured on
 //               this machine's cores, median of 3 runs after one warm-up, run one point
@@ -25,6 +25,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/simulator.h"
+
 namespace tessel::experiments {
 
 struct SweepSpec {
@@ -33,7 +35,7 @@ struct SweepSpec {
   std::vector<std::string> strategies{"split-largest"};
   std::vector<std::string> placements{"round-robin"};
   std::vector<std::string> machines;
-  std::vector<std::string> networks{"alpha-beta"};
+  std::vector<std::string> networks{sim::SimOptions{}.network};
   std::vector<std::string> policies{"async"};
   std::vector<std::string> backends{"sim"};
 };

@@ -57,7 +57,7 @@ TEST(SweepSpec, KeysLeftOutTakeTheCliDefaults) {
   EXPECT_EQ(s.devices, std::vector<int>{4});
   EXPECT_EQ(s.strategies, std::vector<std::string>{"split-largest"});
   EXPECT_EQ(s.placements, std::vector<std::string>{"round-robin"});
-  EXPECT_EQ(s.networks, std::vector<std::string>{"alpha-beta"});
+  EXPECT_EQ(s.networks, std::vector<std::string>{"flow"});
   EXPECT_EQ(s.policies, std::vector<std::string>{"async"});
   EXPECT_EQ(s.backends, std::vector<std::string>{"sim"});
 }
@@ -66,7 +66,7 @@ TEST(SweepSpec, PointsAreTheCartesianProductLastKeyFastest) {
   auto points = sweep_points(parse_sweep_spec(small_spec(), "s"));
   ASSERT_EQ(points.size(), 2u * 2 * 2 * 2);
   EXPECT_EQ(points[0].key(), (std::vector<std::string>{"chain:size=64", "2", "split-largest", "round-robin",
-                                                        "h100-sxm-8", "alpha-beta", "async", "sim"}));
+                                                        "h100-sxm-8", "flow", "async", "sim"}));
   EXPECT_EQ(points[1].policy, "bsp");
   EXPECT_EQ(points[2].strategy, "data-parallel");
   EXPECT_EQ(points[8].workload, "ffn:tokens=32,dim=16,hidden=32");
@@ -105,7 +105,7 @@ TEST(SweepSpec, BadSpecsNameTheOffenderAndListTheValidNames) {
 
   s = small_spec();
   s["networks"] = {"packet"};
-  EXPECT_NE(error_of(s).find("unknown network model 'packet' (valid: alpha-beta, flow"), std::string::npos);
+  EXPECT_NE(error_of(s).find("unknown network model 'packet' (valid: flow, alpha-beta"), std::string::npos);
   s = small_spec();
   s["policies"] = {"sync"};
   EXPECT_NE(error_of(s).find("unknown policy 'sync'"), std::string::npos);
