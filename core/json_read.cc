@@ -1,6 +1,7 @@
 #include "core/json_read.h"
 
 #include <cmath>
+#include <limits>
 
 #include "core/error.h"
 
@@ -90,6 +91,13 @@ std::int64_t integer(const json& v, const std::string& what) {
     if (std::isfinite(d) && std::floor(d) == d && std::fabs(d) < 9.2e18) return static_cast<std::int64_t>(d);
   }
   fail(what, ": expected an integer, got ", describe(v));
+}
+
+std::int32_t index(const json& v, const std::string& what) {
+  const std::int64_t x = integer(v, what);
+  if (x < 0 || x > std::numeric_limits<std::int32_t>::max())
+    fail(what, ": ", x, " is not an id (an integer from 0 to ", std::numeric_limits<std::int32_t>::max(), ")");
+  return static_cast<std::int32_t>(x);
 }
 
 }  // namespace tessel::json_read
