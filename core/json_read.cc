@@ -1,5 +1,6 @@
 #include "core/json_read.h"
 
+#include <cctype>
 #include <cmath>
 #include <limits>
 
@@ -36,6 +37,26 @@ json parse(const std::string& text, const std::string& what) {
     // text after its "[json.exception...] " tag.
     std::string msg = e.what();
     if (auto close = msg.find("] "); close != std::string::npos) msg = msg.substr(close + 2);
+    // Point at the literal, and the field it is the value of: "number overflow parsing
+    // '1e400'" becomes "... at byte 57 (field \"value\")".
+    const auto q1 = msg.find('\''), q2 = msg.rfind('\'');
+    if (q1 != std::string::npos && q2 > q1) {
+      const std::string literal = msg.substr(q1 + 1, q2 - q1 - 1);
+      if (const auto at = text.find(literal); !literal.empty() && at != std::string::npos) {
+        msg += " at byte " + std::to_string(at);
+        std::size_t k = at;
+        while (k > 0 && std::isspace(static_cast<unsigned char>(text[k - 1]))) --k;
+        if (k > 0 && text[k - 1] == ':') {
+          --k;
+          while (k > 0 && std::isspace(static_cast<unsigned char>(text[k - 1]))) --k;
+          if (k > 0 && text[k - 1] == '"') {
+            const auto open = text.rfind('"', k - 2);
+            if (open != std::string::npos && k - 1 - open <= 64)
+              msg += " (field \"" + text.substr(open + 1, k - 2 - open) + "\")";
+          }
+        }
+      }
+    }
     fail(what, ": ", msg);
   }
 }

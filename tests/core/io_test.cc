@@ -67,7 +67,10 @@ TEST(ParseJson, NestingDeeperThanTheLimitIsAnErrorNotAStackOverflow) {
 }
 
 TEST(ParseJson, ANumberBeyondDoubleIsAnErrorNamingTheFile) {
-  EXPECT_NE(error_of([] { (void)parse_json(R"({"devices": 1e400})", "m.json"); }).find("m.json: number overflow"),
+  EXPECT_NE(error_of([] { (void)parse_json(R"({"devices": 1e400})", "m.json"); })
+                .find("m.json: number overflow parsing '1e400' at byte 12 (field \"devices\")"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { (void)parse_json("[1, -1e999]", "a.json"); }).find("a.json: number overflow parsing '-1e999' at byte 4"),
             std::string::npos);
   EXPECT_NE(error_of([] { (void)parse_json(R"({"a": [1, 2)", "x.json"); }).find("x.json: malformed JSON at byte"),
             std::string::npos);
