@@ -191,7 +191,10 @@ T reduce_chunk(Agg agg, T acc, const T* v, int n) {
 template <class T>
 const T* eval_chunk(const ScalarOp& op, const T* const* base, const std::int64_t* step, int n, std::vector<T>& stack) {
   const auto& prog = op.program();
-  stack.resize(static_cast<std::size_t>(prog.size() + 1) * kChunk);
+  // One chunk per value the program can hold at once (at most ScalarOp::kMaxStack), not
+  // per instruction: an einsum of many operands has a long program but a shallow stack.
+  const std::size_t slots = std::min<std::size_t>(prog.size(), ScalarOp::kMaxStack) + 1;
+  if (stack.size() < slots * kChunk) stack.resize(slots * kChunk);
   int top = 0;
   for (const auto& in : prog) {
     T* dst = stack.data() + static_cast<std::size_t>(top) * kChunk;
