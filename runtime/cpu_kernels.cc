@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
+#include <type_traits>
 #include <cassert>
 #include <cmath>
 
@@ -154,8 +156,16 @@ T reduce_chunk(Agg agg, T acc, const T* v, int n) {
     for (int x = 0; x < n; ++x) acc = agg_combine_as<T>(agg, acc, v[x]);
     return acc;
   }
-  // Every lane starts at the identity, so that each value meets the same comparison as
-  // in a single running result (a NaN is passed over by max and min alike).
+  // max and min propagate NaN (numpy's max / min): one vectorised pass looks for a NaN
+  // first; without one, the lanes take plain comparisons (which vectorise), and an acc
+  // that is already NaN (from an earlier chunk) stays NaN, the comparison with it false.
+  if (agg == Agg::max || agg == Agg::min) {
+    using Mark = std::conditional_t<sizeof(T) == 4, std::int32_t, std::int64_t>;
+    Mark seen = 0;
+    for (int x = 0; x < n; ++x) seen |= static_cast<Mark>(v[x] != v[x]);
+    if (seen) return std::numeric_limits<T>::quiet_NaN();
+  }
+  // Every lane starts at the identity.
   std::array<T, kLanes> part;
   part.fill(static_cast<T>(agg_identity(agg)));
   int x = 0;
@@ -168,7 +178,11 @@ T reduce_chunk(Agg agg, T acc, const T* v, int n) {
       case Agg::none: break;
     }
   for (; x < n; ++x) part[x % kLanes] = agg_combine_as<T>(agg, part[x % kLanes], v[x]);
-  for (int l = 0; l < kLanes; ++l) acc = agg_combine_as<T>(agg, acc, part[l]);
+  switch (agg) {  // part[] holds no NaN here: plain comparisons, a NaN acc stays
+    case Agg::max: for (int l = 0; l < kLanes; ++l) acc = part[l] > acc ? part[l] : acc; break;
+    case Agg::min: for (int l = 0; l < kLanes; ++l) acc = part[l] < acc ? part[l] : acc; break;
+    default: for (int l = 0; l < kLanes; ++l) acc = agg_combine_as<T>(agg, acc, part[l]);
+  }
   return acc;
 }
 
@@ -177,7 +191,10 @@ T reduce_chunk(Agg agg, T acc, const T* v, int n) {
 template <class T>
 const T* eval_chunk(const ScalarOp& op, const T* const* base, const std::int64_t* step, int n, std::vector<T>& stack) {
   const auto& prog = op.program();
-  stack.resize(static_cast<std::size_t>(prog.size() + 1) * kChunk);
+  // One chunk per value the program can hold at once (at most ScalarOp::kMaxStack), not
+  // per instruction: an einsum of many operands has a long program but a shallow stack.
+  const std::size_t slots = std::min<std::size_t>(prog.size(), ScalarOp::kMaxStack) + 1;
+  if (stack.size() < slots * kChunk) stack.resize(slots * kChunk);
   int top = 0;
   for (const auto& in : prog) {
     T* dst = stack.data() + static_cast<std::size_t>(top) * kChunk;
@@ -208,8 +225,9 @@ const T* eval_chunk(const ScalarOp& op, const T* const* base, const std::int64_t
       case ScalarFn::sub: for (int x = 0; x < n; ++x) x0[x] = x0[x] - x1[x]; break;
       case ScalarFn::mul: for (int x = 0; x < n; ++x) x0[x] = x0[x] * x1[x]; break;
       case ScalarFn::div: for (int x = 0; x < n; ++x) x0[x] = x0[x] / x1[x]; break;
-      case ScalarFn::max: for (int x = 0; x < n; ++x) x0[x] = x0[x] > x1[x] ? x0[x] : x1[x]; break;
-      case ScalarFn::min: for (int x = 0; x < n; ++x) x0[x] = x0[x] < x1[x] ? x0[x] : x1[x]; break;
+      // NaN in either argument gives NaN (numpy's maximum / minimum), as apply_fn.
+      case ScalarFn::max: for (int x = 0; x < n; ++x) x0[x] = ((x1[x] > x0[x]) | (x1[x] != x1[x])) ? x1[x] : x0[x]; break;
+      case ScalarFn::min: for (int x = 0; x < n; ++x) x0[x] = ((x1[x] < x0[x]) | (x1[x] != x1[x])) ? x1[x] : x0[x]; break;
       case ScalarFn::neg: for (int x = 0; x < n; ++x) x0[x] = -x0[x]; break;
       case ScalarFn::relu: for (int x = 0; x < n; ++x) x0[x] = x0[x] > T(0) ? x0[x] : T(0); break;
       // Transcendentals through Eigen's SIMD implementations (exp, log, tanh, sqrt).
@@ -236,7 +254,7 @@ void generic_path(const Einsum& e, const std::vector<const T*>& ops, T* out, Scr
   const bool agg = e.aggregates();
   std::fill(out, out + out_n, static_cast<T>(agg ? agg_identity(e.agg) : 0.0));
   if (rank == 0) {
-    std::array<double, kMaxRank> v{};
+    std::vector<double> v(nin);  // per operand: any count, not bounded by kMaxRank
     for (int i = 0; i < nin; ++i) v[i] = ops[i][0];
     out[0] = static_cast<T>(e.join.eval(v.data()));
     return;
@@ -271,8 +289,12 @@ void generic_path(const Einsum& e, const std::vector<const T*>& ops, T* out, Scr
     if (j != last) outer[n_outer++] = j;
   const std::int64_t inner = e.join_shape[last];
   const std::int64_t os = out_stride[last];  // 0 when the inner index is aggregated
-  std::array<const T*, kMaxRank> base{};
-  std::array<std::int64_t, kMaxRank> step{};
+  // Per-operand pointers and steps, sized by the operand count (kMaxRank bounds the join
+  // rank, not the number of operands); kept in the worker's scratch across calls.
+  std::vector<const T*>& base = s.base;
+  std::vector<std::int64_t>& step = s.step;
+  base.assign(static_cast<std::size_t>(nin), nullptr);
+  step.assign(static_cast<std::size_t>(nin), 0);
   for (int i = 0; i < nin; ++i) step[i] = stride[i][last];
   std::array<std::int64_t, kMaxRank> c{};
   std::vector<std::int64_t> off(nin, 0);
@@ -294,7 +316,7 @@ void generic_path(const Einsum& e, const std::vector<const T*>& ops, T* out, Scr
       } else if (os == 1 && e.agg == Agg::sum) {
         for (int x = 0; x < n; ++x) o[x] += v[x];
       } else if (os == 1 && e.agg == Agg::max) {
-        for (int x = 0; x < n; ++x) o[x] = v[x] > o[x] ? v[x] : o[x];
+        for (int x = 0; x < n; ++x) o[x] = agg_combine_as<T>(Agg::max, o[x], v[x]);
       } else {
         for (int x = 0; x < n; ++x) o[x * os] = agg_combine_as<T>(e.agg, o[x * os], v[x]);
       }

@@ -11,14 +11,21 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <barrier>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <exception>
+#include <latch>
+#include <mutex>
+#include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
 #include "core/stats.h"
+#include "core/error.h"
 
 namespace tessel::runtime {
 
@@ -57,14 +64,50 @@ double measure_calls(int workers, double min_seconds, const std::function<void(i
   std::vector<double> per_call(static_cast<std::size_t>(workers));
   std::barrier sync(workers);
   std::vector<std::thread> threads;
+  // Workers wait on `go` until all exist: when creating one fails, the others return
+  // instead of waiting on the barrier for it, and are joined before the error leaves.
+  std::latch go(1);
+  std::atomic<bool> abandon{false};
+  auto start = [&](int w, auto&& fn) {
+    try {
+      threads.emplace_back(fn);
+    } catch (const std::system_error& e) {
+      abandon = true;
+      go.count_down();
+      for (auto& t : threads) t.join();
+      throw ResourceError("cannot start measuring thread " + std::to_string(w + 1) + " of " +
+                          std::to_string(workers) + ": " + e.what());
+    }
+  };
+  // A worker whose setup, before or body throws records the first exception; from then
+  // on every worker skips its calls but still arrives at every barrier (their number is
+  // fixed), so that none waits forever, and the error leaves after the join instead of
+  // terminating the process from a thread.
+  std::atomic<bool> failed{false};
+  std::mutex error_mutex;
+  std::exception_ptr error;
+  auto attempt = [&](const std::function<void(int)>& f, int w) {
+    if (failed.load(std::memory_order_relaxed)) return false;
+    try {
+      f(w);
+      return true;
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (!error) error = std::current_exception();
+      failed = true;
+      return false;
+    }
+  };
   for (int w = 0; w < workers; ++w)
-    threads.emplace_back([&, w] {
+    start(w, [&, w] {
+      go.wait();
+      if (abandon) return;
       pin_to_core(w);
       set_worker_float_mode();
-      setup(w);
+      attempt(setup, w);
       sync.arrive_and_wait();  // bodies may touch other workers' memory
-      if (before) (*before)(w);
-      body(w);                 // warm-up
+      if (before) attempt(*before, w);
+      attempt(body, w);        // warm-up
       sync.arrive_and_wait();
       // kBatches batches, each timed on its own; the median batch's time per call, so
       // that one preemption (a shared VM's host takes the core for a millisecond now and
@@ -76,25 +119,27 @@ double measure_calls(int workers, double min_seconds, const std::function<void(i
         if (!before) {
           auto t0 = Clock::now();
           do {
-            body(w);
+            if (!attempt(body, w)) break;
             ++calls;
             elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
           } while (elapsed < min_seconds / kBatches);
         } else {
           for (; calls < calls_per_batch; ++calls) {
-            (*before)(w);
+            attempt(*before, w);
             sync.arrive_and_wait();  // every worker's `before` is over
             auto t0 = Clock::now();
-            body(w);
+            attempt(body, w);
             elapsed += std::chrono::duration<double>(Clock::now() - t0).count();
           }
         }
-        b = elapsed / static_cast<double>(calls);
+        b = calls > 0 ? elapsed / static_cast<double>(calls) : 0.0;
       }
       per_call[static_cast<std::size_t>(w)] = stats::median({batch.begin(), batch.end()});
       sync.arrive_and_wait();  // keep every worker busy until all have measured
     });
+  go.count_down();
   for (auto& t : threads) t.join();
+  if (error) std::rethrow_exception(error);
   return stats::median(per_call);
 }
 

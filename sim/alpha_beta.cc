@@ -178,7 +178,7 @@ class AlphaBeta final : public NetworkModel {
     Transfer& t = at(id);
     ++t.version;
     // Exact while the slowdown is 1: the durations are then whole picoseconds.
-    events_.push(now + static_cast<SimTime>(std::llround(duration_ps)), Event{id, t.version});
+    events_.push(now + to_sim_ps(duration_ps), Event{id, t.version});  // saturates at the clock's limit
   }
 
   const RouteTable& routes_;

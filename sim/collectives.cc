@@ -153,6 +153,13 @@ class Builder {
 
 
 
+// Where chunk c of `length` elements cut into m chunks begins: floor(c * length / m),
+// computed without forming the product, which overflows for large collectives:
+// c (q m + r) / m = c q + floor(c r / m), with c, r < m <= 65,536.
+std::int64_t split_point(int c, std::int64_t length, int m) {
+  return static_cast<std::int64_t>(c) * (length / m) + static_cast<std::int64_t>(c) * (length % m) / m;
+}
+
 // A contiguous run of elements in a buffer; a chunk of a collective is a list of them.
 struct Piece {
   BufferId buf;
@@ -168,7 +175,7 @@ std::vector<Chunk> ring_reduce_scatter(Builder& b, const std::vector<int>& ring,
                                        int node) {
   const int m = static_cast<int>(ring.size());
   const std::int64_t length = data[0].length;
-  auto lo = [&](int c) { return static_cast<std::int64_t>(c) * length / m; };
+  auto lo = [&](int c) { return split_point(c, length, m); };
   auto len = [&](int c) { return lo(c + 1) - lo(c); };
   auto mod = [m](int v) { return ((v % m) + m) % m; };
   const auto um = static_cast<std::size_t>(m);
@@ -268,8 +275,6 @@ void tree_all_reduce(Builder& b, int n, const std::vector<Piece>& data, int node
 // Hierarchical all-reduce of data[p] (ranks numbered node by node, g per node):
 // reduce-scatter in every node, all-reduce along every rail, all-gather in every node.
 void hierarchical_all_reduce(Builder& b, int n, int g, const std::vector<Piece>& data) {
-    // Hierarchical: reduce-scatter in every node, all-reduce along every rail, all-gather
-  // in every node.
   const int nodes = n / g;
   std::vector<Chunk> reduced(static_cast<std::size_t>(n));
   for (int q = 0; q < nodes; ++q) {
@@ -368,7 +373,7 @@ TaskGraph collective_task_graph(const CollectiveSpec& s) {
   check_spec(s);
   const int n = s.ranks;
   const std::int64_t elements = s.bytes / dtype_bytes(s.dtype);
-  auto lo = [&](int chunk) { return static_cast<std::int64_t>(chunk) * elements / n; };
+  auto lo = [&](int chunk) { return split_point(chunk, elements, n); };
   auto len = [&](int chunk) { return lo(chunk + 1) - lo(chunk); };
   auto mod = [n](int v) { return ((v % n) + n) % n; };
   Builder b(n, s.dtype);
