@@ -9,9 +9,10 @@ events.
 
 Two ways of drawing, chosen per panel:
 - per span (small traces): one bar per task, coloured by task kind;
-- aggregated (more than --max-spans spans, or the median span narrower than a pixel):
-  one row per device and lane (its tracks merged; consecutive devices merged too when
-  there are more rows than fit), time cut into one bucket per pixel column, and each
+- aggregated (more than --max-spans spans, or more than 2,000 whose median is
+  narrower than a pixel):
+  a block of rows per lane, one row per device (its tracks merged; consecutive devices
+  merged too past 240 rows), time cut into 1,000 buckets (about a pixel each), and each
   cell shaded by the fraction of the bucket in which the lane was busy (0-100 %).
   A million spans draw in seconds this way.
 
