@@ -65,6 +65,7 @@ struct Opts {
   std::string bytes;
   std::string dtype = "f32";
   std::string trace;
+  std::string trace_devices;
   std::string machine_out;
   bool json_out = false;
 };
@@ -189,11 +190,17 @@ void run_simulate(const Opts& o) {
   if (tg.num_devices > m.num_devices())
     fail(what, " is placed on ", tg.num_devices, " devices but machine '", m.name, "' has ", m.num_devices());
 
+  std::optional<std::vector<bool>> trace_devices;  // checked before simulating: no trace on bad input
+  if (!o.trace_devices.empty()) {
+    if (o.trace.empty()) fail("--trace-devices needs --trace FILE");
+    trace_devices = parse_device_list(o.trace_devices, m.num_devices(), "--trace-devices");
+  }
+
   sim::SimResult r = sim::simulate(tg, m, so);
   // Files only once the command has succeeded: a failing command leaves none behind.
   if (!o.trace.empty()) {
     std::ostringstream os;
-    write_chrome_trace(os, r.timeline, &tg, g.size() ? &g : nullptr);
+    write_chrome_trace(os, r.timeline, &tg, g.size() ? &g : nullptr, trace_devices ? &*trace_devices : nullptr);
     write_file_atomic(o.trace, os.str());
   }
   if (!o.machine_out.empty()) write_file_atomic(o.machine_out, to_json(m).dump(2) + "\n");
@@ -278,6 +285,8 @@ void add_sim_commands(CLI::App& app) {
                   "hierarchical (allreduce on 2+ nodes), pairwise (alltoall)")
       ->capture_default_str();
   cmd->add_option("--trace", o->trace, "write the simulated timeline as Chrome-trace JSON (Perfetto)");
+  cmd->add_option("--trace-devices", o->trace_devices,
+                  "with --trace: write only these devices' spans, e.g. 0-7,64 (numbers and inclusive ranges)");
   cmd->add_option("--write-machine", o->machine_out, "write the machine used as JSON");
   cmd->add_flag("--json", o->json_out, "machine-readable output");
   cmd->footer(
@@ -285,6 +294,7 @@ void add_sim_commands(CLI::App& app) {
       "  tessel simulate -w chain:size=4096 -d 8 -m h100-sxm-8\n"
       "  tessel simulate -w llama-block:model=65b -d 1024 -m cluster:128xh100-sxm-8 --network alpha-beta --json\n"
       "  tessel simulate -w ffn -d 8 -m h100-sxm-8 --policy bsp --trace ffn.json\n"
+      "  tessel simulate -w llama-block:model=65b -d 1024 -m cluster:128xh100-sxm-8 --trace t.json --trace-devices 0-7,64\n"
       "  tessel simulate --collective allreduce --bytes 1GiB -d 8 -m h100-sxm-8\n"
       "  tessel simulate --collective allreduce --bytes 1GiB -d 16 -m cluster:2xh100-sxm-8 --algorithm hierarchical\n"
       "  tessel simulate -m h100-sxm-8 --write-machine m.json --collective alltoall --bytes 64MB -d 8");

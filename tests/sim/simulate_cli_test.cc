@@ -4,9 +4,13 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -131,6 +135,63 @@ TEST(SimulateCli, BadInputNamesTheFieldExitsNonZeroAndLeavesNoTrace) {
   std::ofstream(dec) << R"({"devices": 16, "nodes": []})";
   expect_bad("simulate -w chain --decomposition " + dec.string() + " -m h100-sxm-8", "16 devices");
   std::filesystem::remove(dec);
+}
+
+// One trace thread per overlapping track: moves on several comm channels (and a move's
+// route latency after it frees its channel) never overlap on one (pid, tid).
+TEST(SimulateCli, TraceSpansOfOneThreadNeverOverlap) {
+  auto trace = temp("tessel_sim_cli_tracks.json");
+  std::filesystem::remove(trace);
+  Result r = tessel("simulate -w llama-block -d 8 -s eindecomp -m h100-sxm-8 --comm-channels 4 --trace " + trace.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  auto t = nlohmann::json::parse(std::ifstream(trace));
+  std::map<std::pair<int, int>, std::vector<std::pair<double, double>>> threads;
+  std::set<std::pair<int, int>> named;
+  for (const auto& e : t["traceEvents"]) {
+    const std::pair<int, int> key{e["pid"].get<int>(), e.value("tid", -1)};
+    if (e["ph"] == "M" && e["name"] == "thread_name") named.insert(key);
+    if (e["ph"] != "X") continue;
+    EXPECT_TRUE(named.count(key)) << "no thread_name before " << e.dump();
+    const std::string kind = e["name"].get<std::string>().substr(0, e["name"].get<std::string>().find(' '));
+    EXPECT_EQ(key.second % 3, kind == "move" ? 1 : kind == "touch" ? 2 : 0) << e.dump();
+    threads[key].emplace_back(e["ts"].get<double>(), e["ts"].get<double>() + e["dur"].get<double>());
+  }
+  int comm_tracks = 0;
+  for (auto& [key, spans] : threads) {
+    if (key.second % 3 == 1) ++comm_tracks;
+    std::sort(spans.begin(), spans.end());
+    for (std::size_t i = 1; i < spans.size(); ++i)
+      EXPECT_LE(spans[i - 1].second, spans[i].first + 1e-6)  // 1e-6 us: rounding of ts + dur
+          << "device " << key.first << " tid " << key.second << ": [" << spans[i - 1].first << ", "
+          << spans[i - 1].second << ") overlaps [" << spans[i].first << ", " << spans[i].second << ")";
+  }
+  EXPECT_GT(comm_tracks, 8) << "4 channels should give some device more than one comm thread";
+  std::filesystem::remove(trace);
+}
+
+TEST(SimulateCli, TraceDevicesKeepsOnlyThoseDevices) {
+  auto trace = temp("tessel_sim_cli_trace_devices.json");
+  std::filesystem::remove(trace);
+  Result r = tessel("simulate -w chain:size=512 -d 8 -m h100-sxm-8 --trace " + trace.string() + " --trace-devices 1-2,6");
+  ASSERT_EQ(r.status, 0) << r.output;
+  auto t = nlohmann::json::parse(std::ifstream(trace));
+  std::set<int> pids;
+  int spans = 0;
+  for (const auto& e : t["traceEvents"]) {
+    pids.insert(e["pid"].get<int>());
+    spans += e["ph"] == "X";
+  }
+  EXPECT_EQ(pids, (std::set<int>{1, 2, 6}));
+  EXPECT_GT(spans, 0);
+  std::filesystem::remove(trace);
+
+  expect_bad("simulate -w chain -d 8 -m h100-sxm-8 --trace-devices 0-x", "--trace-devices: bad piece '0-x' in '0-x'");
+  expect_bad("simulate -w chain -d 8 -m h100-sxm-8 --trace-devices 0-3,,5", "--trace-devices: bad piece ''");
+  expect_bad("simulate -w chain -d 8 -m h100-sxm-8 --trace-devices 6-2", "--trace-devices: bad piece '6-2'");
+  expect_bad("simulate -w chain -d 8 -m h100-sxm-8 --trace-devices 0-7,64", "--trace-devices: device 64 in '0-7,64'");
+  Result no_trace = tessel("simulate -w chain -d 8 -m h100-sxm-8 --trace-devices 0");
+  EXPECT_NE(no_trace.status, 0);
+  EXPECT_NE(no_trace.output.find("--trace-devices needs --trace"), std::string::npos) << no_trace.output;
 }
 
 }  // namespace
