@@ -7,12 +7,14 @@
 #include <iostream>
 #include <memory>
 #include <sstream>
+#include <set>
 #include <thread>
 
 #include "core/error.h"
 #include "core/io.h"
 #include "core/machine.h"
 #include "core/task_graph.h"
+#include "experiments/backend.h"
 #include "experiments/cli.h"
 #include "runtime/calibrate.h"
 #include "runtime/cpu_executor.h"
@@ -118,6 +120,7 @@ void add_calibrate(CLI::App& app) {
   struct Opts {
     std::string backend = "cpu";
     int devices = 0;
+    int gpus = 0;
     std::string out;
     double seconds = 0.05;
     int rounds = 3;
@@ -125,8 +128,12 @@ void add_calibrate(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("calibrate", "measure a backend and write a machine JSON the simulator accepts");
-  cmd->add_option("--backend", o->backend, "cpu")->capture_default_str();
-  cmd->add_option("-d,--devices", o->devices, "workers (default: every core)");
+  cmd->add_option("--backend", o->backend, "cpu or cuda")->capture_default_str();
+  cmd->add_option("-d,--devices", o->devices,
+                  "workers (cpu, default: every core) or devices (cuda, default 1; more devices than GPUs are virtual "
+                  "devices, each described as an equal share of its GPU)");
+  cmd->add_option("--gpus", o->gpus, "--backend cuda: physical GPUs (default: every visible one, at most -d)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("-o,--output", o->out, "machine JSON to write")->required();
   cmd->add_option("--seconds", o->seconds, "measuring time per point and round")
       ->capture_default_str()
@@ -137,7 +144,19 @@ void add_calibrate(CLI::App& app) {
   cmd->add_flag("--json", o->json_out, "print the measurements as JSON");
   cmd->footer("Example:\n  tessel calibrate -d 2 -o cpu2.json && tessel simulate -w chain -d 2 -m cpu2.json");
   cmd->callback([o] {
-    if (o->backend != "cpu") fail("calibrate: unknown backend '", o->backend, "' (this build calibrates: cpu)");
+    if (o->backend == "cuda") {
+      Machine m;
+      json j = calibrate_cuda_backend(o->devices > 0 ? o->devices : 1, o->gpus, o->seconds, &m);
+      write_file_atomic(o->out, to_json(m).dump(2) + "\n");
+      if (o->json_out) {
+        j["machine"] = o->out;
+        print_json(j);
+      } else {
+        std::printf("wrote %s (%d devices)\n", o->out.c_str(), m.num_devices());
+      }
+      return;
+    }
+    if (o->backend != "cpu") fail("calibrate: unknown backend '", o->backend, "' (expected cpu or cuda)");
     int devices = o->devices > 0 ? o->devices : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     warn_oversubscribed(devices);
     runtime::Calibration c = run_calibration(devices, o->seconds, o->rounds);
@@ -167,6 +186,7 @@ void add_compare(CLI::App& app) {
     std::string strategies = "eindecomp,data-parallel,megatron";
     std::string policies = "async,bsp";
     std::string backend = "cpu";
+    CudaCliOptions cuda;
     std::string machine;
     std::string network = "flow";
     int repeat = 5;
@@ -186,7 +206,11 @@ void add_compare(CLI::App& app) {
   cmd->add_option("-d,--devices", o->devices, "devices (default: the largest power of two <= the cores)");
   cmd->add_option("-s,--strategy", o->strategies, "comma-separated strategies")->capture_default_str();
   cmd->add_option("--policy", o->policies, "comma-separated policies: async, bsp")->capture_default_str();
-  cmd->add_option("--backend", o->backend, "cpu")->capture_default_str();
+  cmd->add_option("--backend", o->backend,
+                  "cpu or cuda (GPUs: without -m calibrated once before the rounds; kernels profiled on the GPU, hot "
+                  "only)")
+      ->capture_default_str();
+  o->cuda.add(*cmd);
   cmd->add_option("-m,--machine", o->machine,
                   "machine JSON from `tessel calibrate` (default: calibrate here, one calibration round before each "
                   "timed round, so that both see the machine at the same moments)");
@@ -226,9 +250,12 @@ void add_compare(CLI::App& app) {
       "Examples:\n  tessel compare                      (the X·Y·Z chain on the cores, 3 strategies, async against bsp)\n"
       "  tessel calibrate -d 2 -o cpu2.json && tessel compare -w ffn -d 2 -m cpu2.json --json");
   cmd->callback([o] {
-    if (o->backend != "cpu") fail("compare: unknown backend '", o->backend, "' (this build runs: cpu)");
+    if (o->backend != "cpu" && o->backend != "cuda")
+      fail("compare: unknown backend '", o->backend, "' (expected cpu or cuda)");
+    const bool cuda = o->backend == "cuda";
     Graph g = o->graph.load();
     int devices = o->devices;
+    if (devices <= 0 && cuda) devices = 4;  // virtual devices where there are fewer GPUs
     if (devices <= 0) {  // EinDecomp's candidates need a power of two
       devices = 1;
       while (devices * 2 <= static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) devices *= 2;
@@ -236,7 +263,7 @@ void add_compare(CLI::App& app) {
     std::vector<std::string> strategies = split_list(o->strategies, "--strategy");
     std::vector<runtime::Policy> policies;
     for (const auto& p : split_list(o->policies, "--policy")) policies.push_back(runtime::parse_policy(p));
-    warn_oversubscribed(devices);
+    if (!cuda) warn_oversubscribed(devices);
     // Validate everything a user gave before the long work starts.
     std::vector<Decomposition> decompositions;
     for (const auto& s : strategies) decompositions.push_back(decompose(g, s, devices));
@@ -275,7 +302,7 @@ void add_compare(CLI::App& app) {
       std::size_t strategy = 0;
       runtime::Policy policy = runtime::Policy::async;
       const TaskGraph* tg = nullptr;
-      std::unique_ptr<runtime::CpuExecutor> exec;  // one per row: its workspaces stay warm across rounds
+      std::unique_ptr<runtime::Executor> exec;  // one per row: its workspaces stay warm across rounds
       std::vector<Round> rounds;
       bool ok = true;
       double worst = 0;
@@ -290,11 +317,15 @@ void add_compare(CLI::App& app) {
         row.strategy = si;
         row.policy = policy;
         row.tg = &graphs[si];
-        row.exec = std::make_unique<runtime::CpuExecutor>(runtime::CpuOptions{policy, true});
+        row.exec = cuda ? make_cuda_executor(policy, o->cuda)
+                        : std::make_unique<runtime::CpuExecutor>(runtime::CpuOptions{policy, true});
         plan_rows.push_back(std::move(row));
       }
     std::unique_ptr<runtime::CpuCalibrator> calibrator;
-    if (calibrated_now) {
+    json cuda_calibration;  // --backend cuda without -m: calibrated once, before the rounds
+    if (calibrated_now && cuda) {
+      cuda_calibration = calibrate_cuda_backend(devices, o->cuda.gpus, o->calibration_seconds, &machine);
+    } else if (calibrated_now) {
       std::fprintf(stderr, "calibrating the CPU backend with %d workers, one round before each timed round\n",
                    devices);
       calibrator = std::make_unique<runtime::CpuCalibrator>(runtime::CalibrationOptions{devices, o->calibration_seconds, 1});
@@ -302,12 +333,24 @@ void add_compare(CLI::App& app) {
     const bool profiled = o->compute_model == "profiled";
     // The cache model needs a per-core cache size: a calibration here always has one; a
     // given machine may not (then the cold profile would change nothing: not taken).
-    bool machine_has_cache = calibrated_now;
+    bool machine_has_cache = calibrated_now && !cuda;
     for (const DeviceType& t : machine.device_types) machine_has_cache = machine_has_cache || t.cache_capacity_bytes > 0;
-    const bool cache_model = profiled && !o->no_cache_model && machine_has_cache;
+    const bool cache_model = profiled && !o->no_cache_model && machine_has_cache && !cuda;
     std::vector<std::unique_ptr<runtime::KernelProfiler>> profilers;  // per strategy
     std::size_t kernels_profiled = 0;
-    if (profiled) {
+    // --backend cuda: per strategy and round, each compute task's kernel time on the GPU.
+    std::vector<std::vector<std::vector<double>>> cuda_profiles(strategies.size());
+    auto task_seconds = [&](std::size_t si, int r) {
+      return cuda ? cuda_profiles[si][static_cast<std::size_t>(r)] : profilers[si]->task_seconds(r);
+    };
+    if (profiled && cuda) {
+      std::set<std::pair<std::int32_t, std::string>> distinct;
+      for (std::size_t si = 0; si < graphs.size(); ++si)
+        for (const Task& t : graphs[si].tasks)
+          if (t.kind == TaskKind::compute) distinct.emplace(static_cast<std::int32_t>(si * g.size()) + t.node.value, to_string(t.src));
+      kernels_profiled = distinct.size();
+      std::fprintf(stderr, "profiling %zu kernels on the GPU, each strategy's right before its runs\n", kernels_profiled);
+    } else if (profiled) {
       for (const TaskGraph& tg : graphs) {
         profilers.push_back(std::make_unique<runtime::KernelProfiler>(
             g, tg, runtime::KernelProfileOptions{devices, o->profile_seconds, 0, cache_model}));
@@ -319,7 +362,14 @@ void add_compare(CLI::App& app) {
     for (int round = 0; round < o->repeat; ++round) {
       if (calibrator) calibrator->round();
       for (std::size_t si = 0; si < strategies.size(); ++si) {
-        if (profiled) profilers[si]->round();
+        if (profiled && cuda) {
+          const Row* first = nullptr;
+          for (const Row& row : plan_rows)
+            if (row.strategy == si && !first) first = &row;
+          cuda_profiles[si].push_back(profile_cuda_kernels(*first->exec, g, graphs[si], inputs));
+        } else if (profiled) {
+          profilers[si]->round();
+        }
         for (Row& row : plan_rows) {
           if (row.strategy != si) continue;
           for (int run = 0; run <= o->warmup; ++run) {
@@ -327,7 +377,7 @@ void add_compare(CLI::App& app) {
             // Every run's result is checked, the untimed ones too: a wrong answer is
             // never hidden behind a median.
             bool ok = false;
-            json check = check_outputs(g, res.outputs, want, &ok);
+            json check = check_outputs(g, res.outputs, want, &ok, o->backend);
             row.ok = row.ok && ok;
             for (const auto& c : check) row.worst = std::max(row.worst, c["normwise_rel_error"].get<double>());
             if (run == o->warmup) {
@@ -339,7 +389,7 @@ void add_compare(CLI::App& app) {
         }
       }
     }
-    json calibration;  // null unless calibrated here
+    json calibration = cuda_calibration;  // null unless calibrated here
     if (calibrator) {
       runtime::Calibration c = calibrator->result();
       print_calibration(c);
@@ -367,7 +417,7 @@ void add_compare(CLI::App& app) {
           // A profiled compute task takes its kernel's time plus the executor's
           // per-task overhead (the machine's launch latency); everything else keeps
           // the model.
-          so.task_seconds = profilers[row.strategy]->task_seconds(r);
+          so.task_seconds = task_seconds(row.strategy, r);
           for (std::size_t i = 0; i < so.task_seconds.size(); ++i)
             if (so.task_seconds[i] >= 0) so.task_seconds[i] += round_machine.type_of(tg.tasks[i].device).launch_latency_s;
           analytic_s.push_back(rd.sim.makespan_s);

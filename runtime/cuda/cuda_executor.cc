@@ -41,8 +41,9 @@ std::vector<CudaDeviceInfo> cuda_devices() {
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();  // clear the sticky error state
-    fail("--backend cuda: no usable GPU: cudaGetDeviceCount returned ", cuda::describe(e), " (driver CUDA version ",
-         cuda_driver_version(), ")");
+    const std::string driver = cuda_driver_version();
+    fail("--backend cuda: no usable GPU: cudaGetDeviceCount returned ", cuda::describe(e),
+         driver == "none" ? " (no CUDA driver is loaded on this machine)" : " (the driver supports CUDA " + driver + ")");
   }
   if (count == 0) fail("--backend cuda: no usable GPU: cudaGetDeviceCount found 0 devices");
   std::vector<CudaDeviceInfo> out;
