@@ -277,8 +277,6 @@ void add_compare(CLI::App& app) {
     }
     if (!o->trace_dir.empty()) std::filesystem::create_directories(o->trace_dir);
 
-    runtime::TensorMap inputs = runtime::random_inputs(g, o->seed);
-    runtime::TensorMap want = runtime::evaluate_reference(g, inputs);
     json rows = json::array();
     std::vector<double> sims, meas;
     std::vector<std::vector<double>> meas_rounds;
@@ -321,6 +319,10 @@ void add_compare(CLI::App& app) {
                         : std::make_unique<runtime::CpuExecutor>(runtime::CpuOptions{policy, true});
         plan_rows.push_back(std::move(row));
       }
+    // After the executors exist (a backend that cannot start fails before this, the
+    // longest step of a large graph's setup).
+    runtime::TensorMap inputs = runtime::random_inputs(g, o->seed);
+    runtime::TensorMap want = runtime::evaluate_reference(g, inputs);
     std::unique_ptr<runtime::CpuCalibrator> calibrator;
     json cuda_calibration;  // --backend cuda without -m: calibrated once, before the rounds
     if (calibrated_now && cuda) {
