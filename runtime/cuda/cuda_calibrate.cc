@@ -318,15 +318,18 @@ Machine machine_from_cuda_calibration(const CudaCalibration& c) {
   std::vector<int> gpu_of(static_cast<std::size_t>(c.devices));
   for (int d = 0; d < c.devices; ++d) {
     gpu_of[static_cast<std::size_t>(d)] = static_cast<int>(static_cast<std::int64_t>(d) * c.gpus / c.devices);
-    Device dev;
-    dev.fabric_out = {gpu_copy[static_cast<std::size_t>(gpu_of[static_cast<std::size_t>(d)])]};
-    m.devices.push_back(dev);
+    m.devices.push_back(Device{});
   }
-  // Between GPUs: one directed link per pair at the measured peer rate.
+  // Explicit routes: within a GPU over its copy link, between GPUs over one directed link
+  // per GPU pair at the measured peer rate.
   for (int a = 0; a < c.devices; ++a)
     for (int b = 0; b < c.devices; ++b) {
       const int ga = gpu_of[static_cast<std::size_t>(a)], gb = gpu_of[static_cast<std::size_t>(b)];
-      if (ga == gb) continue;
+      if (a == b) continue;
+      if (ga == gb) {
+        m.routes.push_back(RouteEntry{DeviceId(a), DeviceId(b), {gpu_copy[static_cast<std::size_t>(ga)]}});
+        continue;
+      }
       const std::string name = "gpu" + std::to_string(ga) + "->gpu" + std::to_string(gb);
       LinkId l;
       auto it = std::find_if(m.links.begin(), m.links.end(), [&](const Link& x) { return x.name == name; });

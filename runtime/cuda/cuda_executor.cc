@@ -15,6 +15,7 @@
 #include <map>
 #include <queue>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "core/error.h"
@@ -291,6 +292,10 @@ struct CudaExecutor::State {
   std::vector<CudaDeviceInfo> gpus;
   std::map<std::pair<int, int>, DeviceContext> contexts;  // (logical device, gpu)
   std::map<std::string, cudaKernel_t> kernels;            // key@arch
+  // Copy and fill kernels by (gpu, src dtype, dst dtype, combine) / (gpu, dtype): looked
+  // up per task at issue time without generating their source again.
+  std::map<std::tuple<int, DType, DType, Agg>, cudaKernel_t> copy_kernels;
+  std::map<std::pair<int, DType>, cudaKernel_t> fill_kernels;
   std::vector<cudaLibrary_t> libraries;
   std::map<std::vector<int>, std::vector<ncclComm_t>> comms;  // by the GPUs of the logical devices
   std::set<std::pair<int, int>> peer_enabled;
@@ -334,7 +339,7 @@ struct CudaExecutor::State {
     const std::string key = ks.key + "@" + a;
     auto it = kernels.find(key);
     if (it != kernels.end()) return it->second;
-    cuda::CompiledKernel compiled = cuda::compile(ks, a);
+    const cuda::CompiledKernel& compiled = cuda::compile_cached(ks, a);
     cudaLibrary_t lib = nullptr;
     TESSEL_CUDA_CHECK(cudaLibraryLoadData(&lib, compiled.image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
     libraries.push_back(lib);
@@ -342,6 +347,19 @@ struct CudaExecutor::State {
     TESSEL_CUDA_CHECK(cudaLibraryGetKernel(&k, lib, ks.name.c_str()));
     kernels.emplace(key, k);
     return k;
+  }
+
+  cudaKernel_t copy(DType src, DType dst, Agg combine, int gpu) {
+    const auto key = std::make_tuple(gpu, src, dst, combine);
+    auto it = copy_kernels.find(key);
+    if (it != copy_kernels.end()) return it->second;
+    return copy_kernels.emplace(key, kernel(cuda::copy_kernel(src, dst, combine), gpu)).first->second;
+  }
+
+  cudaKernel_t fill(DType t, int gpu) {
+    auto it = fill_kernels.find({gpu, t});
+    if (it != fill_kernels.end()) return it->second;
+    return fill_kernels.emplace(std::make_pair(gpu, t), kernel(cuda::fill_kernel(t), gpu)).first->second;
   }
 
   void enable_peer(int a, int b) {
@@ -624,38 +642,47 @@ class CudaRun {
     return cuda::einsum_kernel(out, dts);
   }
 
+  // Every kernel compiled, and per compute task what its launch needs (kernel and grid,
+  // or GEMM plan), before the clock: issuing a task generates no source.
   void compile_kernels() {
+    task_kernel_.assign(tg_.tasks.size(), TaskKernel{});
+    gemm_.clear();
+    gemm_.resize(tg_.tasks.size());
     for (const Task& t : tg_.tasks) {
       const int gpu = gpu_of(t.device);
       if (t.kind == TaskKind::compute) {
         const Node& n = g_.node(t.node);
         const DType out = tg_.buffer(t.writes).dtype;
         if (n.kind == NodeKind::fill) {
-          (void)s_.kernel(cuda::fill_kernel(out), gpu);
+          (void)s_.fill(out, gpu);
         } else if (t.contraction) {
-          const GemmPlan p = plan_gemm(n.einsum.with_join_shape(t.src.shape()));
-          if (p.a_permute || p.b_permute || p.c_permute) (void)s_.kernel(cuda::copy_kernel(out, out, Agg::none), gpu);
+          gemm_[static_cast<std::size_t>(&t - tg_.tasks.data())] =
+              std::make_unique<GemmPlan>(plan_gemm(n.einsum.with_join_shape(t.src.shape())));
+          (void)s_.copy(out, out, Agg::none, gpu);
         } else {
-          (void)s_.kernel(einsum_source(t), gpu);
+          const KernelSource ks = einsum_source(t);
+          TaskKernel& k = task_kernel_[static_cast<std::size_t>(&t - tg_.tasks.data())];
+          k.kernel = s_.kernel(ks, gpu);
+          k.grid = static_cast<unsigned>(ks.grid_blocks);
+          k.block = static_cast<unsigned>(ks.block_threads);
         }
       } else if (t.kind == TaskKind::touch) {
-        (void)s_.kernel(cuda::copy_kernel(tg_.buffer(t.reads[0]).dtype, tg_.buffer(t.writes).dtype,
-                                          t.op == TouchOp::accumulate ? t.agg : Agg::none),
-                        gpu);
+        (void)s_.copy(tg_.buffer(t.reads[0]).dtype, tg_.buffer(t.writes).dtype,
+                      t.op == TouchOp::accumulate ? t.agg : Agg::none, gpu);
       } else if (t.kind == TaskKind::move) {
         const DType dt = tg_.buffer(t.reads[0]).dtype;
-        (void)s_.kernel(cuda::copy_kernel(dt, tg_.buffer(t.writes).dtype, Agg::none), gpu);
+        (void)s_.copy(dt, tg_.buffer(t.writes).dtype, Agg::none, gpu);
         if (gpu_of(t.dst_device) != gpu && s_.options.moves == MoveMethod::copy) s_.enable_peer(gpu, gpu_of(t.dst_device));
       }
     }
-    for (const Buffer& b : tg_.buffers) (void)s_.kernel(cuda::fill_kernel(b.dtype), gpu_of(b.device));
+    for (const Buffer& b : tg_.buffers) (void)s_.fill(b.dtype, gpu_of(b.device));
   }
 
   void launch_copy(const CopyParams& params, DType src_t, DType dst_t, Agg combine, const void* src, void* dst,
                    int gpu, cudaStream_t stream) {
     CopyParams p = cuda::collapse_copy(params);
     if (p.elements == 0) return;
-    cudaKernel_t k = s_.kernel(cuda::copy_kernel(src_t, dst_t, combine), gpu);
+    cudaKernel_t k = s_.copy(src_t, dst_t, combine, gpu);
     const std::int64_t blocks = std::min<std::int64_t>((p.elements + kCopyThreads - 1) / kCopyThreads, 1 << 20);
     void* args[] = {&src, &dst, &p};
     TESSEL_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(k), dim3(static_cast<unsigned>(blocks)),
@@ -674,7 +701,7 @@ class CudaRun {
     p.value = fill.value;
     p.value_off = fill.value_off;
     if (p.elements == 0) return;
-    cudaKernel_t k = s_.kernel(cuda::fill_kernel(b.dtype), gpu);
+    cudaKernel_t k = s_.fill(b.dtype, gpu);
     const std::int64_t blocks = std::min<std::int64_t>((p.elements + kCopyThreads - 1) / kCopyThreads, 1 << 20);
     void* args[] = {&out, &p};
     TESSEL_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(k), dim3(static_cast<unsigned>(blocks)),
@@ -719,8 +746,7 @@ class CudaRun {
 
   void launch_gemm(const Task& t, cudaStream_t stream) {
     const Node& node = g_.node(t.node);
-    const Einsum e = node.einsum.with_join_shape(t.src.shape());
-    const GemmPlan p = plan_gemm(e);
+    const GemmPlan& p = *gemm_[static_cast<std::size_t>(&t - tg_.tasks.data())];
     const DType dt = tg_.buffer(t.writes).dtype;
     const std::size_t d = t.device.index();
     const int gpu = gpu_of(t.device);
@@ -776,15 +802,14 @@ class CudaRun {
       launch_gemm(t, stream);
       return;
     }
-    const KernelSource ks = einsum_source(t);
-    cudaKernel_t k = s_.kernel(ks, gpu);
+    const TaskKernel& k = task_kernel_[static_cast<std::size_t>(&t - tg_.tasks.data())];
     std::vector<void*> ptrs;
     for (BufferId r : t.reads) ptrs.push_back(ptr(r));
     ptrs.push_back(ptr(t.writes));
     std::vector<void*> args;
     for (void*& p : ptrs) args.push_back(&p);
-    TESSEL_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(k), dim3(static_cast<unsigned>(ks.grid_blocks)),
-                                       dim3(static_cast<unsigned>(ks.block_threads)), args.data(), 0, stream));
+    TESSEL_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(k.kernel), dim3(k.grid), dim3(k.block),
+                                       args.data(), 0, stream));
   }
 
   void launch_touch(const Task& t, cudaStream_t stream) {
@@ -997,6 +1022,12 @@ class CudaRun {
   std::vector<int> gpu_of_;
   std::vector<DeviceContext*> ctx_;
   std::vector<ncclComm_t>* comms_ = nullptr;
+  struct TaskKernel {
+    cudaKernel_t kernel = nullptr;
+    unsigned grid = 1, block = 256;
+  };
+  std::vector<TaskKernel> task_kernel_;             // generic compute tasks
+  std::vector<std::unique_ptr<GemmPlan>> gemm_;     // contraction tasks
   std::vector<void*> buffer_ptr_;
   std::vector<void*> extra_ptr_;  // per device: GEMM scratch A, B, C, move staging, cuBLAS workspace
   std::vector<cudaEvent_t> start_, end_;

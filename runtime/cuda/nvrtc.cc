@@ -1,6 +1,8 @@
 #include "runtime/cuda/nvrtc.h"
 
+#include <map>
 #include <memory>
+#include <mutex>
 
 #include "core/error.h"
 #include "runtime/cuda/check.h"
@@ -41,6 +43,20 @@ CompiledKernel compile(const KernelSource& kernel, const std::string& arch) {
     TESSEL_NVRTC_CHECK(nvrtcGetPTX(prog, out.image.data()));
   }
   return out;
+}
+
+const CompiledKernel& compile_cached(const KernelSource& kernel, const std::string& arch) {
+  static std::mutex mutex;
+  static std::map<std::string, CompiledKernel> cache;  // never shrinks: kernels are few and small
+  const std::string key = (kernel.key.empty() ? kernel.source : kernel.key) + "@" + arch;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+  }
+  CompiledKernel compiled = compile(kernel, arch);  // outside the lock: NVRTC takes ~0.1 s
+  std::lock_guard<std::mutex> lock(mutex);
+  return cache.emplace(key, std::move(compiled)).first->second;
 }
 
 std::string nvrtc_version() {

@@ -19,6 +19,11 @@ struct CompiledKernel {
 // the kernel's name, the generated source with line numbers and NVRTC's log.
 [[nodiscard]] CompiledKernel compile(const KernelSource& kernel, const std::string& arch);
 
+// The same, memoised for the process by (kernel.key, arch): a pure function of its
+// arguments, so that executors created one after another (compare makes one per row)
+// compile each generated kernel once. Thread-safe.
+[[nodiscard]] const CompiledKernel& compile_cached(const KernelSource& kernel, const std::string& arch);
+
 // NVRTC's version, "13.0".
 [[nodiscard]] std::string nvrtc_version();
 
