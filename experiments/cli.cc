@@ -10,6 +10,7 @@
 #include "core/io.h"
 #include "core/workloads.h"
 #include "planner/strategy.h"
+#include "runtime/executor.h"
 
 namespace tessel::cli {
 
@@ -143,12 +144,9 @@ std::string task_counts(const TaskGraph& tg) {
   return out + ")";
 }
 
-namespace {
-double tolerance(DType t) { return t == DType::f64 ? 1e-9 : 1e-4; }
-}  // namespace
-
 nlohmann::json check_outputs(const Graph& g, const std::map<std::string, Tensor>& got,
-                             const std::map<std::string, Tensor>& want, bool* ok) {
+                             const std::map<std::string, Tensor>& want, bool* ok, std::string_view backend) {
+  auto tolerance = [&](DType t) { return runtime::output_tolerance(t, backend); };
   nlohmann::json out = nlohmann::json::array();
   *ok = true;
   for (NodeId id : g.outputs()) {

@@ -7,12 +7,14 @@
 #include <iostream>
 #include <memory>
 #include <sstream>
+#include <set>
 #include <thread>
 
 #include "core/error.h"
 #include "core/io.h"
 #include "core/machine.h"
 #include "core/task_graph.h"
+#include "experiments/backend.h"
 #include "experiments/cli.h"
 #include "experiments/compare.h"
 #include "runtime/calibrate.h"
@@ -54,6 +56,7 @@ void add_calibrate(CLI::App& app) {
   struct Opts {
     std::string backend = "cpu";
     int devices = 0;
+    int gpus = 0;
     std::string out;
     double seconds = 0.05;
     int rounds = 3;
@@ -61,8 +64,13 @@ void add_calibrate(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("calibrate", "measure a backend and write a machine JSON the simulator accepts");
-  cmd->add_option("--backend", o->backend, "cpu")->capture_default_str();
-  cmd->add_option("-d,--devices", o->devices, "workers (default: every core)")->check(device_count());
+  cmd->add_option("--backend", o->backend, "cpu or cuda")->capture_default_str();
+  cmd->add_option("-d,--devices", o->devices,
+                  "workers (cpu, default: every core) or devices (cuda, default 1; more devices than GPUs are virtual "
+                  "devices, each described as an equal share of its GPU)")
+      ->check(device_count());
+  cmd->add_option("--gpus", o->gpus, "--backend cuda: physical GPUs (default: every visible one, at most -d)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("-o,--output", o->out, "machine JSON to write")->required();
   cmd->add_option("--seconds", o->seconds, "measuring time per point and round")
       ->capture_default_str()
@@ -73,7 +81,20 @@ void add_calibrate(CLI::App& app) {
   cmd->add_flag("--json", o->json_out, "print the measurements as JSON");
   cmd->footer("Example:\n  tessel calibrate -d 2 -o cpu2.json && tessel simulate -w chain -d 2 -m cpu2.json");
   cmd->callback([o] {
-    if (o->backend != "cpu") fail("calibrate: unknown backend '", o->backend, "' (this build calibrates: cpu)");
+    if (o->backend == "cuda") {
+      Machine m;
+      json j = calibrate_cuda_backend(o->devices > 0 ? o->devices : 1, o->gpus, o->seconds, &m);
+      write_file_atomic(o->out, to_json(m).dump(2) + "\n");
+      if (o->out == "-") return;  // the machine went to stdout in place of the report
+      if (o->json_out) {
+        j["machine"] = o->out;
+        print_json(j);
+      } else {
+        std::printf("wrote %s (%d devices)\n", o->out.c_str(), m.num_devices());
+      }
+      return;
+    }
+    if (o->backend != "cpu") fail("calibrate: unknown backend '", o->backend, "' (expected cpu or cuda)");
     int devices = o->devices > 0 ? o->devices : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     warn_oversubscribed(devices);
     runtime::Calibration c = run_calibration(devices, o->seconds, o->rounds);
@@ -97,6 +118,7 @@ void add_compare(CLI::App& app) {
     std::string strategies = "eindecomp,data-parallel,megatron";
     std::string policies = "async,bsp";
     std::string backend = "cpu";
+    CudaCliOptions cuda;
     std::string machine;
     std::string network = "flow";
     int repeat = 5;
@@ -117,7 +139,11 @@ void add_compare(CLI::App& app) {
       ->check(device_count());
   cmd->add_option("-s,--strategy", o->strategies, "comma-separated strategies")->capture_default_str();
   cmd->add_option("--policy", o->policies, "comma-separated policies: async, bsp")->capture_default_str();
-  cmd->add_option("--backend", o->backend, "cpu")->capture_default_str();
+  cmd->add_option("--backend", o->backend,
+                  "cpu or cuda (GPUs: without -m calibrated once before the rounds; kernels profiled on the GPU, hot "
+                  "only)")
+      ->capture_default_str();
+  o->cuda.add(*cmd);
   cmd->add_option("-m,--machine", o->machine,
                   "machine JSON from `tessel calibrate` (default: calibrate here, one calibration round before each "
                   "timed round, so that both see the machine at the same moments)");
@@ -157,10 +183,13 @@ void add_compare(CLI::App& app) {
       "Examples:\n  tessel compare                      (the X·Y·Z chain on the cores, 3 strategies, async against bsp)\n"
       "  tessel calibrate -d 2 -o cpu2.json && tessel compare -w ffn -d 2 -m cpu2.json --json");
   cmd->callback([o] {
-    if (o->backend != "cpu") fail("compare: unknown backend '", o->backend, "' (this build runs: cpu)");
+    const bool cuda = o->backend == "cuda";
     Graph g = o->graph.load();
     experiments::CompareOptions co;
     co.devices = o->devices;
+    co.backend = o->backend;
+    co.cuda = o->cuda;
+    if (co.devices <= 0 && cuda) co.devices = 4;  // virtual devices where there are fewer GPUs
     if (co.devices <= 0) {  // EinDecomp's candidates need a power of two
       co.devices = 1;
       while (co.devices * 2 <= static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) co.devices *= 2;

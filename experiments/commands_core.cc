@@ -10,6 +10,7 @@
 #include "core/stats.h"
 #include "core/task_graph.h"
 #include "core/workloads.h"
+#include "experiments/backend.h"
 #include "experiments/cli.h"
 #include "runtime/cpu_executor.h"
 #include "runtime/executor.h"
@@ -32,14 +33,16 @@ void print_summary(const TaskGraph& tg) {
   std::printf("  flops        %s\n", human_count(s.flops, "flop").c_str());
 }
 
-std::unique_ptr<runtime::Executor> make_executor(const std::string& backend, const std::string& policy) {
+std::unique_ptr<runtime::Executor> make_executor(const std::string& backend, const std::string& policy,
+                                                 const CudaCliOptions& cuda = {}) {
   runtime::Policy p = runtime::parse_policy(policy);
   if (backend == "cpu") return std::make_unique<runtime::CpuExecutor>(runtime::CpuOptions{p, true});
   if (backend == "block") {
     if (p != runtime::Policy::async) fail("--backend block runs tasks one by one in order; it has no --policy bsp");
     return std::make_unique<runtime::BlockExecutor>();
   }
-  fail("unknown backend '", backend, "' (expected cpu or block)");
+  if (backend == "cuda") return make_cuda_executor(p, cuda);
+  fail("unknown backend '", backend, "' (expected cpu, block or cuda)");
 }
 
 void add_workloads(CLI::App& app) {
@@ -119,6 +122,7 @@ void add_einsum(CLI::App& app) {
     std::string join;
     std::string agg;
     std::string backend = "cpu";
+    CudaCliOptions cuda;
     std::string strategy;
     bool json_out = false;
   };
@@ -134,8 +138,10 @@ void add_einsum(CLI::App& app) {
                   "planner strategy (default: eindecomp when N is a power of two, else split-largest)");
   cmd->add_option("--join", o->join, "scalar join function (default: product of the operands), e.g. 'add(x0,x1)'");
   cmd->add_option("--agg", o->agg, "aggregation: sum (default), max, min, prod");
-  cmd->add_option("--backend", o->backend, "cpu (a worker thread per device) or block (one thread, in order)")
+  cmd->add_option("--backend", o->backend,
+                  "cpu (a worker thread per device), block (one thread, in order) or cuda (GPUs; see --gpus)")
       ->capture_default_str();
+  o->cuda.add(*cmd);
   cmd->add_flag("--json", o->json_out, "machine-readable report on stdout");
   cmd->footer("Example:\n  tessel einsum ij,jk->ik a.npy b.npy -o c.npy --devices 4 --parts i=2,k=2");
   cmd->callback([o] {
@@ -192,12 +198,12 @@ void add_einsum(CLI::App& app) {
         d.nodes[args[i].index()].devices = {DeviceId(static_cast<int>(i) % o->devices)};
     }
     TaskGraph tg = lower(g, d);
-    auto exec = make_executor(o->backend, "async");
+    auto exec = make_executor(o->backend, "async", o->cuda);
     auto t0 = Clock::now();
     runtime::RunResult r = exec->run(g, tg, inputs);
     double run_s = seconds_since(t0);
     bool ok = false;
-    json check = check_outputs(g, r.outputs, runtime::evaluate_reference(g, inputs), &ok);
+    json check = check_outputs(g, r.outputs, runtime::evaluate_reference(g, inputs), &ok, o->backend);
     if (!ok) fail("einsum: the decomposed result differs from the reference evaluator: ", check.dump());
     runtime::write_npy(o->out, r.outputs.at("result"));
     if (o->out == "-") return;  // the .npy went to stdout in place of the report
@@ -220,6 +226,7 @@ void add_run(CLI::App& app) {
     DecompositionOptions dec;
     std::uint64_t seed = 1;
     std::string backend = "cpu";
+    CudaCliOptions cuda;
     std::string policy = "async";
     int repeat = 1;
     bool json_out = false;
@@ -231,8 +238,10 @@ void add_run(CLI::App& app) {
                                  "against the reference evaluator");
   o->graph.add(*cmd, "chain");
   o->dec.add(*cmd);
-  cmd->add_option("--backend", o->backend, "cpu (one worker thread per device) or block (one thread, in order)")
+  cmd->add_option("--backend", o->backend,
+                  "cpu (one worker thread per device), block (one thread, in order) or cuda (GPUs; see --gpus)")
       ->capture_default_str();
+  o->cuda.add(*cmd);
   cmd->add_option("--policy", o->policy, "async (no barriers) or bsp (barriers between phases)")->capture_default_str();
   cmd->add_option("--repeat", o->repeat, "runs to time; the median is reported")->capture_default_str()->check(
       CLI::PositiveNumber);
@@ -245,7 +254,7 @@ void add_run(CLI::App& app) {
   cmd->callback([o] {
     Graph g = o->graph.load();
     Decomposition d = o->dec.load(g);
-    auto exec = make_executor(o->backend, o->policy);
+    auto exec = make_executor(o->backend, o->policy, o->cuda);
     if (o->backend == "cpu") warn_oversubscribed(d.num_devices);
     auto t0 = Clock::now();
     TaskGraph tg = lower(g, d);
@@ -281,7 +290,7 @@ void add_run(CLI::App& app) {
       graph_s = hi - lo;
     }
     bool ok = false;
-    json check = check_outputs(g, r.outputs, want, &ok);
+    json check = check_outputs(g, r.outputs, want, &ok, o->backend);
     if (!o->trace.empty()) {
       std::ostringstream os;
       write_chrome_trace(os, r.timeline, &tg, &g);

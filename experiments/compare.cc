@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <memory>
+#include <set>
 #include <sstream>
 
 #include "core/error.h"
@@ -109,7 +110,10 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
   if (o.policies.empty()) fail("--policy: empty list");
   std::vector<runtime::Policy> policies;
   for (const auto& p : o.policies) policies.push_back(runtime::parse_policy(p));
-  cli::warn_oversubscribed(devices);
+  if (o.backend != "cpu" && o.backend != "cuda")
+    fail("compare: unknown backend '", o.backend, "' (expected cpu or cuda)");
+  const bool cuda = o.backend == "cuda";
+  if (!cuda) cli::warn_oversubscribed(devices);
   // Validate everything a user gave before the long work starts.
   std::vector<Decomposition> decompositions;
   for (const auto& s : o.strategies) decompositions.push_back(cli::decompose(g, s, devices));
@@ -129,8 +133,6 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
   res.profiled = o.profiled;
   res.trace_dir = o.trace_dir;
 
-  runtime::TensorMap inputs = runtime::random_inputs(g, o.seed);
-  runtime::TensorMap want = runtime::evaluate_reference(g, inputs);
   // The runs go round by round; in each round, one calibration round (without a
   // machine), then per strategy one kernel-profiling round (with profiled kernels)
   // followed by that strategy's rows, each timed run right after `warmup` untimed runs
@@ -147,7 +149,7 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
     std::size_t strategy = 0;
     runtime::Policy policy = runtime::Policy::async;
     const TaskGraph* tg = nullptr;
-    std::unique_ptr<runtime::CpuExecutor> exec;  // one per row: its workspaces stay warm across rounds
+    std::unique_ptr<runtime::Executor> exec;  // one per row: its workspaces stay warm across rounds
     std::vector<Round> rounds;
     bool ok = true;
     double worst = 0;
@@ -162,24 +164,45 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
       row.strategy = si;
       row.policy = policy;
       row.tg = &graphs[si];
-      row.exec = std::make_unique<runtime::CpuExecutor>(runtime::CpuOptions{policy, true});
+      row.exec = cuda ? cli::make_cuda_executor(policy, o.cuda)
+                      : std::make_unique<runtime::CpuExecutor>(runtime::CpuOptions{policy, true});
       plan_rows.push_back(std::move(row));
     }
+  // After the executors exist: a backend that cannot start fails before the reference,
+  // the longest step of a large graph's setup.
+  runtime::TensorMap inputs = runtime::random_inputs(g, o.seed);
+  runtime::TensorMap want = runtime::evaluate_reference(g, inputs);
   std::unique_ptr<runtime::CpuCalibrator> calibrator;
-  if (calibrated_now) {
+  Machine cuda_machine;  // --backend cuda without a machine: calibrated once, before the rounds
+  if (calibrated_now && cuda) {
+    res.calibration = cli::calibrate_cuda_backend(devices, o.cuda.gpus, o.calibration_seconds, &cuda_machine);
+  } else if (calibrated_now) {
     std::fprintf(log, "calibrating the CPU backend with %d workers, one round before each timed round\n", devices);
     calibrator = std::make_unique<runtime::CpuCalibrator>(runtime::CalibrationOptions{devices, o.calibration_seconds, 1});
   }
   const bool profiled = o.profiled;
   // The cache model needs a per-core cache size: a calibration here always has one; a
   // given machine may not (then the cold profile would change nothing: not taken).
-  bool machine_has_cache = calibrated_now;
+  bool machine_has_cache = calibrated_now && !cuda;
   if (o.machine)
     for (const DeviceType& t : o.machine->device_types) machine_has_cache = machine_has_cache || t.cache_capacity_bytes > 0;
-  const bool cache_model = profiled && o.cache_model && machine_has_cache;
+  const bool cache_model = profiled && o.cache_model && machine_has_cache && !cuda;  // GPU kernels: hot only
   res.cache_model = cache_model;
   std::vector<std::unique_ptr<runtime::KernelProfiler>> profilers;  // per strategy
-  if (profiled) {
+  // --backend cuda: per strategy and round, each compute task's kernel time on the GPU.
+  std::vector<std::vector<std::vector<double>>> cuda_profiles(o.strategies.size());
+  auto task_seconds = [&](std::size_t si, int r) {
+    return cuda ? cuda_profiles[si][static_cast<std::size_t>(r)] : profilers[si]->task_seconds(r);
+  };
+  if (profiled && cuda) {
+    std::set<std::pair<std::int64_t, std::string>> distinct;  // (strategy, node) x block shape
+    for (std::size_t si = 0; si < graphs.size(); ++si)
+      for (const Task& t : graphs[si].tasks)
+        if (t.kind == TaskKind::compute)
+          distinct.emplace(static_cast<std::int64_t>(si) * g.size() + t.node.value, to_string(t.src));
+    res.kernels_profiled = distinct.size();
+    std::fprintf(log, "profiling %zu kernels on the GPU, each strategy's right before its runs\n", res.kernels_profiled);
+  } else if (profiled) {
     for (const TaskGraph& tg : graphs) {
       profilers.push_back(std::make_unique<runtime::KernelProfiler>(
           g, tg, runtime::KernelProfileOptions{devices, o.profile_seconds, 0, cache_model}));
@@ -191,7 +214,14 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
   for (int round = 0; round < o.repeat; ++round) {
     if (calibrator) calibrator->round();
     for (std::size_t si = 0; si < o.strategies.size(); ++si) {
-      if (profiled) profilers[si]->round();
+      if (profiled && cuda) {
+        const Row* first = nullptr;  // the strategy's first row's executor profiles its kernels
+        for (const Row& row : plan_rows)
+          if (row.strategy == si && !first) first = &row;
+        cuda_profiles[si].push_back(cli::profile_cuda_kernels(*first->exec, g, graphs[si], inputs));
+      } else if (profiled) {
+        profilers[si]->round();
+      }
       for (Row& row : plan_rows) {
         if (row.strategy != si) continue;
         for (int run = 0; run <= o.warmup; ++run) {
@@ -199,7 +229,7 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
           // Every run's result is checked, the untimed ones too: a wrong answer is
           // never hidden behind a median.
           bool ok = false;
-          json check = cli::check_outputs(g, r.outputs, want, &ok);
+          json check = cli::check_outputs(g, r.outputs, want, &ok, o.backend);
           row.ok = row.ok && ok;
           for (const auto& c : check) row.worst = std::max(row.worst, c["normwise_rel_error"].get<double>());
           if (run == o.warmup) {
@@ -219,7 +249,9 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
   // The machine each round is simulated on: that round's calibration, or the given one.
   std::vector<Machine> round_machines;
   for (int r = 0; r < o.repeat; ++r)
-    round_machines.push_back(calibrator ? runtime::machine_from_calibration(calibrator->round_result(r)) : *o.machine);
+    round_machines.push_back(calibrator ? runtime::machine_from_calibration(calibrator->round_result(r))
+                             : o.machine ? *o.machine
+                                         : cuda_machine);
   std::vector<CompareRounds> all;
   for (Row& row : plan_rows) {
     const TaskGraph& tg = *row.tg;
@@ -239,7 +271,7 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
       if (profiled) {  // the analytic simulation stays beside the profiled one
         // A profiled compute task takes its kernel's time plus the executor's per-task
         // overhead (the machine's launch latency); everything else keeps the model.
-        so.task_seconds = profilers[row.strategy]->task_seconds(r);
+        so.task_seconds = task_seconds(row.strategy, r);
         for (std::size_t i = 0; i < so.task_seconds.size(); ++i)
           if (so.task_seconds[i] >= 0) so.task_seconds[i] += round_machine.type_of(tg.tasks[i].device).launch_latency_s;
         cr.analytic_s.push_back(rd.sim.makespan_s);

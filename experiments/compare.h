@@ -1,6 +1,6 @@
 #pragma once
-// The compare experiment: plan, simulate and run the same task graphs on the CPU
-// backend, round by round, and lay simulated and measured times side by side.
+// The compare experiment: plan, simulate and run the same task graphs on a backend
+// (CPU threads, or CUDA GPUs), round by round, and lay simulated and measured times side by side.
 //
 // run_compare() does the measuring (calibration and kernel profile per round unless a
 // machine is given, each timed run after `warmup` untimed ones, every result checked
@@ -21,11 +21,14 @@
 #include "core/graph.h"
 #include "core/machine.h"
 #include "core/stats.h"
+#include "experiments/backend.h"
 
 namespace tessel::experiments {
 
 struct CompareOptions {
   int devices = 2;
+  std::string backend = "cpu";  // cpu or cuda
+  cli::CudaCliOptions cuda;     // --backend cuda: GPUs, moves, stream priority, tf32
   std::vector<std::string> strategies{"eindecomp", "data-parallel", "megatron"};
   std::vector<std::string> policies{"async", "bsp"};
   std::optional<Machine> machine;  // none: calibrate here, one round before each timed round

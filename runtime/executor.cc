@@ -171,4 +171,20 @@ RunResult BlockExecutor::run(const Graph& g, const TaskGraph& tg, const TensorMa
   return result;
 }
 
+double output_tolerance(DType t) {
+  switch (t) {
+    case DType::f64: return 1e-9;
+    case DType::f32: return 1e-4;
+    case DType::f16: return 1e-2;
+    case DType::bf16: return 3e-2;
+  }
+  return 1e-4;
+}
+
+double output_tolerance(DType t, std::string_view backend) {
+  // The CPU executors compute f16 and bf16 graphs in float: they are held to f32's bound.
+  if (backend != "cuda" && (t == DType::f16 || t == DType::bf16)) return output_tolerance(DType::f32);
+  return output_tolerance(t);
+}
+
 }  // namespace tessel::runtime

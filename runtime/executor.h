@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "core/graph.h"
 #include "core/task_graph.h"
@@ -31,6 +32,14 @@ class Executor {
 
 // Evaluates the graph node by node on whole tensors.
 [[nodiscard]] TensorMap evaluate_reference(const Graph& g, const TensorMap& inputs);
+
+// The normwise error (max |error| / max(1, max |reference|)) an executor's output may
+// have against the reference evaluator, by the graph's dtype: 1e-9 for f64, 1e-4 for f32
+// (the CPU backends compute f16/bf16 graphs in float, well within it); a backend that
+// stores f16 or bf16 (CUDA) meets 1e-2 and 3e-2: inputs rounded to 11 and 8 significant
+// bits, sums accumulated in f32.
+[[nodiscard]] double output_tolerance(DType t);
+[[nodiscard]] double output_tolerance(DType t, std::string_view backend);
 
 // Random inputs for every input node, reproducible from the seed.
 [[nodiscard]] TensorMap random_inputs(const Graph& g, std::uint64_t seed);

@@ -131,7 +131,8 @@ TEST(ErrorSurfaceCli, OutOfMemoryIsExitCode3NamingTheAllocation) {
 #endif
 }
 
-// Threads that cannot be created (8 MiB stacks under a 300 MB address-space limit):
+// Threads that cannot be created (a thousand 8 MiB stacks under a 2 GB address-space
+// limit, which leaves room for the shared libraries, NCCL's among them, to load):
 // exit 3 naming the thread, no file, instead of "terminate called without an active
 // exception".
 TEST(ErrorSurfaceCli, ThreadCreationFailureInCalibrateIsExitCode3) {
@@ -141,7 +142,7 @@ TEST(ErrorSurfaceCli, ThreadCreationFailureInCalibrateIsExitCode3) {
   const std::string err = temp_path("tessel_threads_err").string();
   const std::string out = temp_path("tessel_threads_machine.json").string();
   fs::remove(out);
-  const std::string cmd = "bash -c 'ulimit -v 300000; exec " + std::string(TESSEL_CLI_PATH) +
+  const std::string cmd = "bash -c 'ulimit -v 2000000; exec " + std::string(TESSEL_CLI_PATH) +
                           " calibrate -d 1000 --seconds 0.001 --rounds 1 -o " + out + "' 2>" + err;
   const int status = std::system(cmd.c_str());
   std::ifstream in(err);

@@ -1,0 +1,69 @@
+#pragma once
+// Calibration of the CUDA backend (NOT YET RUN ON A GPU): micro-benchmarks on the GPU(s)
+// turned into a machine JSON the simulator accepts.
+//
+//   gemm       cuBLAS GEMMs by shape (M, N, K: square and skinny) and dtype (bf16, f16,
+//              f32, tf32, f64), each timed with CUDA events (a warm-up call, then batches
+//              of calls; the median batch) on non-zero data → peak flop/s per dtype and an
+//              efficiency table by flops (square bf16 GEMMs)
+//   memory     a device-to-device cudaMemcpy of 1 GiB → HBM bandwidth (bytes read + written)
+//   copies     64 MiB copies between two ranges of one GPU (what a move between virtual
+//              devices is) and, with two GPUs, cudaMemcpyPeerAsync between them → bytes/s
+//   launch     back-to-back launches of an empty NVRTC kernel → seconds per launch
+//   overhead   the executor on a chain of tiny elementwise nodes → seconds per task
+//              beyond its kernels (span of the graph less its kernels' time, per task)
+//
+// Virtual devices: with n logical devices on G < n GPUs, each of the n devices of the
+// machine JSON is described as an equal share of its GPU (peak flop/s, memory bandwidth,
+// capacity and SMs divided by n/G) — right when every virtual device is busy, pessimistic
+// when only one is, since the simulator has no model of devices sharing a chip. Moves
+// between virtual devices of one GPU cross a link of the measured same-GPU copy bandwidth
+// that all of them share.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/machine.h"
+
+namespace tessel::runtime {
+
+struct CudaCalibrationOptions {
+  int devices = 1;  // logical devices of the machine JSON
+  int gpus = 0;     // physical GPUs (0: every visible one, at most `devices`)
+  double seconds_per_point = 0.05;
+};
+
+struct CudaCalibration {
+  int devices = 0;
+  int gpus = 0;
+  std::string device_name;
+  std::string compute_capability;
+  std::string driver_version;
+  std::string runtime_version;
+  int sm_count = 0;
+  std::int64_t memory_capacity_bytes = 0;
+  struct GemmPoint {
+    std::string dtype;  // bf16, f16, f32, tf32, f64
+    std::int64_t m = 0, n = 0, k = 0;
+    double flops = 0;
+    double seconds = 0;
+    double flops_per_s = 0;
+  };
+  std::vector<GemmPoint> gemm;
+  double peak_bf16_flops_per_s = 0, peak_f16_flops_per_s = 0, peak_f32_flops_per_s = 0, peak_tf32_flops_per_s = 0,
+         peak_f64_flops_per_s = 0;  // one whole GPU
+  double memory_bytes_per_s = 0;          // HBM: bytes read + written by a 1 GiB D2D copy
+  double same_gpu_copy_bytes_per_s = 0;   // bytes copied per second between two ranges of one GPU
+  double peer_copy_bytes_per_s = 0;       // between two GPUs; 0 with one GPU
+  double launch_latency_s = 0;            // per back-to-back launch of an empty kernel
+  double task_overhead_s = 0;             // the executor's time per task beyond its kernel
+};
+
+[[nodiscard]] CudaCalibration calibrate_cuda(const CudaCalibrationOptions& options);
+[[nodiscard]] Machine machine_from_cuda_calibration(const CudaCalibration& c);
+[[nodiscard]] nlohmann::json to_json(const CudaCalibration& c);
+
+}  // namespace tessel::runtime

@@ -1,0 +1,118 @@
+#pragma once
+// CudaExecutor: runs a TaskGraph on NVIDIA GPUs (library tessel_runtime_cuda, built when
+// the CUDA toolkit is found). NOT YET RUN ON A GPU: everything below is what the code
+// does; only its compilation and the NVRTC compilation of its generated kernels have been
+// checked (see runtime/README.md).
+//
+// Logical devices. The task graph's n devices are spread over G physical GPUs (all
+// visible ones by default, at most n): logical device d runs on GPU d·G/n. With G < n
+// several *virtual devices* share one GPU — each with its own streams and its own range
+// of that GPU's memory, but all sharing its SMs, memory bandwidth and copy engines, so a
+// decomposition for 4 devices runs (and is timed) on one GPU without being 4x faster.
+//
+// Per logical device: a compute stream (input, compute and output tasks), a copy stream
+// (touches) and a communication stream (moves), the latter created with the priority
+// CudaOptions::comm_priority asks for (cudaStreamCreateWithPriority), and a cuBLAS handle.
+// Streams, handles, compiled kernels and NCCL communicators live as long as the executor.
+//
+// A run: one cudaMalloc per GPU for every buffer of its logical devices (plus GEMM
+// scratch, move staging and cuBLAS workspace), freed at its end; the GPUs' memory is
+// checked first (cudaMemGetInfo) and a run that does not fit fails naming the device,
+// the bytes asked and the bytes free. Input blocks are copied in, accumulating buffers
+// filled with their aggregation's identity and write-once buffers with NaN (an element no
+// task writes shows up as NaN in the result), every generated kernel is compiled, and the
+// GPUs are synchronised — all before the clock starts. Then every task is issued from
+// one host thread without any host synchronisation: a dependency on another stream is a
+// cudaStreamWaitEvent on the producer's end event, so the GPU runs whatever is ready
+// (policy async). Tasks are issued in the order of the CPU executor's priority (longest
+// estimated path to the end first); a stream runs its tasks in issue order. Under bsp the
+// barriers of core::bsp_phase are events recorded on every stream at the end of a phase
+// that every stream waits for before the next.
+//
+// Kernels: contractions through cuBLAS (cublasGemmStridedBatchedEx; an operand whose
+// indices are not in [batch, M, K] / [batch, K, N] order, or transposed, is permuted into
+// scratch first, as is an output not in [batch, M, N] order), f16 and bf16 with f32
+// accumulation, f32 (or tf32 with CudaOptions::tf32), f64; every other einsum block one
+// NVRTC-compiled kernel from runtime/cuda_codegen.h, cached by its source's key and the
+// GPU's architecture; fills and touches generated kernels too (touches that are one or
+// two contiguous runs as cudaMemcpyAsync / cudaMemcpy2DAsync). Moves: device-to-device
+// copies between virtual devices of one GPU, cudaMemcpyPeerAsync between GPUs (regions
+// that are not one or two contiguous runs are packed into staging first), or NCCL
+// send/recv between GPUs of this process (MoveMethod::nccl: one GPU per logical device,
+// since NCCL refuses two ranks on one GPU).
+//
+// Timing: a CUDA event pair around every task, read after the run and turned into the
+// Timeline schema (seconds from an event recorded on each GPU when the clock starts).
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/machine.h"
+#include "runtime/cpu_executor.h"
+#include "runtime/executor.h"
+
+namespace tessel::runtime {
+
+enum class MoveMethod : std::uint8_t { copy, nccl };
+[[nodiscard]] MoveMethod parse_move_method(std::string_view s);
+[[nodiscard]] CommPriority parse_comm_priority(std::string_view s);
+
+struct CudaOptions {
+  Policy policy = Policy::async;
+  // Physical GPUs to spread the logical devices over: 0 = every visible one (at most the
+  // task graph's device count); 1 = all logical devices as virtual devices of GPU 0.
+  int gpus = 0;
+  MoveMethod moves = MoveMethod::copy;
+  CommPriority comm_priority = CommPriority::normal;
+  bool tf32 = false;   // f32 contractions on tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32)
+  bool poison = true;  // fill write-once buffers with NaN before a run
+};
+
+struct CudaDeviceInfo {
+  int gpu = 0;
+  std::string name;
+  int major = 0, minor = 0;  // compute capability
+  int sm_count = 0;
+  std::int64_t memory_bytes = 0;
+  double memory_clock_khz = 0;
+  int memory_bus_bits = 0;
+  std::int64_t l2_bytes = 0;
+};
+
+// The GPUs this process sees. Throws Error saying what was found when there is none
+// (cudaGetDeviceCount's error, e.g. cudaErrorNoDevice or cudaErrorInsufficientDriver).
+[[nodiscard]] std::vector<CudaDeviceInfo> cuda_devices();
+// "13.0" (the driver's CUDA version; "none" without a driver) and the runtime's.
+[[nodiscard]] std::string cuda_driver_version();
+[[nodiscard]] std::string cuda_runtime_version();
+
+class CudaExecutor final : public Executor {
+ public:
+  // Throws Error when no GPU is usable (see cuda_devices()).
+  explicit CudaExecutor(CudaOptions options = {});
+  ~CudaExecutor() override;
+  CudaExecutor(const CudaExecutor&) = delete;
+  CudaExecutor& operator=(const CudaExecutor&) = delete;
+  [[nodiscard]] std::string name() const override { return "cuda"; }
+  [[nodiscard]] RunResult run(const Graph& g, const TaskGraph& tg, const TensorMap& inputs) override;
+
+  // Kernel profile (the compute model `compare --compute-model profiled` uses): every
+  // distinct compute kernel of `tg` (graph node × block shape) is issued `calls` times in
+  // a row on its device's compute stream, after the run's inputs are placed, timed with
+  // one event pair; per task the seconds per call of its kernel, -1 for other tasks.
+  [[nodiscard]] std::vector<double> profile_kernels(const Graph& g, const TaskGraph& tg, const TensorMap& inputs,
+                                                    int calls = 20);
+
+  [[nodiscard]] const CudaOptions& options() const { return options_; }
+
+  struct State;
+
+ private:
+  CudaOptions options_;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace tessel::runtime

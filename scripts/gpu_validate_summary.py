@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""Summarises a scripts/gpu-validate.sh output folder: writes summary.json (every figure)
+and prints a short table (device, driver, date, every figure). Standard library only."""
+import glob
+import json
+import os
+import sys
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def main(out):
+    env = {}
+    gpus = []
+    for line in open(os.path.join(out, "env.txt")):
+        key, _, value = line.partition(": ")
+        if key == "gpu":
+            gpus.append(value.strip())
+        else:
+            env[key] = value.strip()
+    steps = []
+    for line in open(os.path.join(out, "steps.txt")):
+        parts = line.rsplit(" ", 2)
+        if len(parts) == 3:
+            steps.append({"step": parts[0], "exit_code": int(parts[1]), "seconds": int(parts[2])})
+    summary = {"date_utc": env.get("date_utc"), "git_commit": env.get("git_commit"), "host": env.get("host"),
+               "gpus": gpus, "nvcc": env.get("nvcc"), "steps": steps,
+               "failed_steps": [s["step"] for s in steps if s["exit_code"] != 0]}
+
+    runs = []
+    for f in sorted(glob.glob(os.path.join(out, "runs", "*.json"))):
+        j = load(f)
+        name = os.path.basename(f)[:-5]
+        if not j:
+            runs.append({"run": name, "pass": False, "error": "no JSON (see the .log)"})
+            continue
+        runs.append({"run": name, "graph": j.get("graph"), "pass": j.get("pass"), "graph_s": j.get("graph_s"),
+                     "measured_s": j.get("measured_s"), "graph_flop_rate": j.get("graph_flop_rate"),
+                     "worst_normwise_error": max((c["normwise_rel_error"] for c in j.get("check", [])), default=None)})
+    summary["runs"] = runs
+
+    calibrations = {}
+    for f in sorted(glob.glob(os.path.join(out, "calibration-*.json"))):
+        j = load(f)
+        if j:
+            calibrations[os.path.basename(f)[len("calibration-"):-5]] = j
+    summary["calibration"] = calibrations
+
+    bench = load(os.path.join(out, "bench.json"))
+    summary["bench"] = [{k: b.get(k) for k in ("name", "real_time", "time_unit", "flop_rate", "us_per_task",
+                                                "tasks", "devices", "error_message")}
+                        for b in (bench or {}).get("benchmarks", [])]
+    rates = {b["name"].split("/")[2]: b.get("flop_rate") for b in summary["bench"]
+             if b["name"].startswith("BM_CudaDecomposedGemm") and b.get("flop_rate")}
+    if "1" in rates and "4" in rates:
+        summary["decomposed_gemm_vs_one_gemm"] = rates["4"] / rates["1"]
+
+    compares = []
+    for f in sorted(glob.glob(os.path.join(out, "compare", "*.json"))):
+        j = load(f)
+        if not j:
+            compares.append({"graph": os.path.basename(f)[:-5], "error": "no JSON (see the .log)"})
+            continue
+        rk = j.get("ranking", {})
+        compares.append({"graph": j.get("graph"), "mape_pct": j.get("mape_pct"),
+                         "mape_analytic_pct": j.get("mape_analytic_pct"), "kendall_tau": j.get("kendall_tau"),
+                         "ranking_measured_apart": rk.get("measured_apart"),
+                         "ranking_agree": rk.get("measured_apart_agree"), "ranking_preserved": rk.get("preserved"),
+                         "correct": j.get("correct"),
+                         "rows": [{k: r.get(k) for k in ("strategy", "policy", "simulated_s", "measured_s",
+                                                         "error_pct", "error_analytic_pct")}
+                                  for r in j.get("rows", [])]})
+    summary["compare"] = compares
+    rows = [r for c in compares for r in c.get("rows", [])]
+    if rows:
+        summary["compare_suite_mape_pct"] = sum(abs(r["error_pct"]) for r in rows) / len(rows)
+        summary["compare_suite_ranking"] = [sum(c.get("ranking_agree") or 0 for c in compares),
+                                            sum(c.get("ranking_measured_apart") or 0 for c in compares)]
+
+    with open(os.path.join(out, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+
+    p = print
+    p(f"tessel CUDA validation  {summary['date_utc']}  commit {summary['git_commit']}  host {summary['host']}")
+    for g in gpus:
+        p(f"  GPU  {g}")
+    p(f"  nvcc {summary['nvcc']}")
+    p(f"  steps: {len(steps)}, failed: {', '.join(summary['failed_steps']) or 'none'}")
+    if runs:
+        ok = sum(1 for r in runs if r.get("pass"))
+        p(f"\ncorrectness (tessel run --backend cuda, virtual devices of GPU 0): {ok} of {len(runs)} pass")
+        for r in runs:
+            err = r.get("worst_normwise_error")
+            p(f"  {r['run']:<48} {'PASS' if r.get('pass') else 'FAIL'}  error {err if err is not None else '-':<10.3}"
+              f"  graph {1e3 * (r.get('graph_s') or 0):9.3f} ms")
+    for d, c in calibrations.items():
+        p(f"\ncalibration, {d} device(s) on {c.get('gpus')} GPU(s): {c.get('device_name')} (sm {c.get('compute_capability')},"
+          f" driver {c.get('driver_version')}, runtime {c.get('runtime_version')})")
+        for k in ("peak_bf16_flops_per_s", "peak_f16_flops_per_s", "peak_tf32_flops_per_s", "peak_f32_flops_per_s",
+                  "peak_f64_flops_per_s"):
+            p(f"  {k:<28} {c.get(k, 0) / 1e12:8.1f} TFLOP/s")
+        for k in ("memory_bytes_per_s", "same_gpu_copy_bytes_per_s", "peer_copy_bytes_per_s"):
+            p(f"  {k:<28} {c.get(k, 0) / 1e9:8.1f} GB/s")
+        p(f"  launch_latency_s             {c.get('launch_latency_s', 0) * 1e6:8.2f} us")
+        p(f"  task_overhead_s              {c.get('task_overhead_s', 0) * 1e6:8.2f} us")
+        for g in c.get("gemm", []):
+            p(f"  gemm {g['dtype']:<5} {g['m']:>6} x {g['n']:>6} x {g['k']:>6}  {g['flops_per_s'] / 1e12:8.1f} TFLOP/s")
+    if summary["bench"]:
+        p("\nbenchmarks")
+        for b in summary["bench"]:
+            extra = b.get("error_message") or (f"flop_rate {b['flop_rate'] / 1e12:.1f} TFLOP/s" if b.get("flop_rate")
+                                               else f"{b.get('us_per_task', 0):.2f} us per task")
+            p(f"  {b['name']:<58} {b.get('real_time', 0):10.3f} {b.get('time_unit', '')}  {extra}")
+        if "decomposed_gemm_vs_one_gemm" in summary:
+            p(f"  decomposed 8192^3 bf16 GEMM on 4 virtual devices / one GEMM: "
+              f"{100 * summary['decomposed_gemm_vs_one_gemm']:.1f}% (goal >= 85%)")
+    if compares:
+        p("\ncompare --backend cuda (4 virtual devices of GPU 0)")
+        for c in compares:
+            if "error" in c:
+                p(f"  {c['graph']:<44} {c['error']}")
+                continue
+            p(f"  {c['graph']:<44} MAPE {c['mape_pct']:6.1f}% (analytic {c['mape_analytic_pct']:6.1f}%)  ranking "
+              f"{c['ranking_agree']}/{c['ranking_measured_apart']}  correct {c['correct']}")
+        if "compare_suite_mape_pct" in summary:
+            a, b = summary["compare_suite_ranking"]
+            p(f"  suite MAPE {summary['compare_suite_mape_pct']:.1f}%, ranking {a} of {b} pairs measured apart "
+              f"simulated in the same order")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
