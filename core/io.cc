@@ -283,14 +283,15 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-json read_json_file(const std::string& path) {
-  std::string text = read_file(path);
+json parse_json(std::string_view text, std::string_view what) {
   try {
     return json::parse(text);
   } catch (const json::parse_error& e) {
-    fail(path, ": malformed JSON at byte ", e.byte, " (", (e.byte >= text.size() ? "truncated?" : "syntax error"), ")");
+    fail(what, ": malformed JSON at byte ", e.byte, " (", (e.byte >= text.size() ? "truncated?" : "syntax error"), ")");
   }
 }
+
+json read_json_file(const std::string& path) { return parse_json(read_file(path), path); }
 
 void write_file_atomic(const std::string& path, std::string_view content) {
   std::string tmp = path + ".tmp-tessel";

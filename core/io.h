@@ -40,7 +40,9 @@ namespace tessel {
 
 // Reads a whole file; Error naming the path when it cannot.
 [[nodiscard]] std::string read_file(const std::string& path);
-// Parses JSON; Error naming the path and the parser's position when malformed.
+// Parses JSON text; Error naming `what` and the parser's position when malformed.
+[[nodiscard]] nlohmann::json parse_json(std::string_view text, std::string_view what);
+// read_file + parse_json, the path naming the input.
 [[nodiscard]] nlohmann::json read_json_file(const std::string& path);
 // Writes to a temporary file beside `path` and renames it into place, so that a
 // failure never leaves a partial file at `path`.
