@@ -70,8 +70,8 @@ for t in "${targets[@]}"; do
     echo "    log:    $log"
   fi
 done
+echo "fuzz: $(( ${#targets[@]} - ${#failed[@]} )) passed, ${#failed[@]} failed (${seconds} s per target)"
 if [ ${#failed[@]} -gt 0 ]; then
-  echo "fuzz: ${#failed[@]} of ${#targets[@]} targets failed: ${failed[*]}"
+  echo "fuzz: failed: ${failed[*]}"
   exit 1
 fi
-echo "fuzz: all ${#targets[@]} targets ran ${seconds} s each without a finding"
