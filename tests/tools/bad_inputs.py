@@ -8,7 +8,8 @@ Surfaces: einsum subscripts and join/agg options, .npy files, graph / decomposit
 machine / task-graph JSON, CLI numbers and options, workload strings, output paths.
 Every case runs in a fresh empty folder holding only its input files. Its outcome is one of
 
-  clean error    exit 1 (tessel::Error) or 2 (command-line usage), stderr starting with
+  clean error    exit 1 (error in the input), 2 (in the command line) or 3 (out of memory or
+                 threads: a request too large for the machine), stderr starting with
                  "tessel: error:", and no file left behind (the folder holds exactly the
                  inputs, the -o target does not exist, no *.tmp-tessel)
   success        exit 0, allowed only for cases generated as edge cases, not as certainly
@@ -16,7 +17,7 @@ Every case runs in a fresh empty folder holding only its input files. Its outcom
                  not hold negative or NaN byte / flop / time totals, a symlinked output
                  must still be a symlink (written through, not replaced)
   failures:      crash (signal, sanitizer report), hang (over --timeout-s), internal error
-                 ("tessel: internal error" or exit 3), unclean error (other exit code or no
+                 ("tessel: internal error" or exit 4), unclean error (other exit code or no
                  prefix), file left, wrong success (exit 0 on a certainly bad input), wrong
                  answer (a success that breaks one of the checks above)
 
@@ -42,7 +43,10 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 SEED = 15
-USER_ERROR_CODES = {1, 2}  # README: 1 for an error in the input, 2 for command-line usage
+# README "Exit codes": 1 an error in the input, 2 in the command line, 3 out of memory or
+# threads (a request too large for the machine); 4 is an internal error (a bug).
+USER_ERROR_CODES = {1, 2, 3}
+INTERNAL_ERROR_CODE = 4
 PREFIX = "tessel: error:"
 
 # Cases not run, by name, with the reason (a bug still open). Printed in every summary.
@@ -813,7 +817,7 @@ def classify(case, rc, out, err, new, folder):
         sig = f"signal {-rc}" if rc < 0 else f"exit {rc}"
         san = re.search(r"(ERROR: \w+Sanitizer[^\n]*|runtime error:[^\n]*|terminate called[^\n]*)", err)
         return "crash", sig + (f": {san.group(1)}" if san else "")
-    if rc == 3 or "internal error" in err:
+    if rc == INTERNAL_ERROR_CODE or "internal error" in err:
         return "internal error", first
     if rc == 0:
         if case.expect == "error":
