@@ -29,7 +29,7 @@ fi
 if [ ! -f "$build/CMakeCache.txt" ]; then
   # -gline-tables-only: file and line in every stack trace at little cost.
   cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_CXX_FLAGS=-gline-tables-only \
+    -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_CXX_FLAGS=-gline-tables-only \
     -DTESSEL_FUZZ=ON -DTESSEL_BUILD_TESTS=OFF -DTESSEL_BUILD_BENCH=OFF -DTESSEL_CUDA=OFF -DTESSEL_MPI=OFF \
     ${CMAKE_ARGS:-}
 fi
