@@ -5,6 +5,7 @@
 #include <map>
 #include <sstream>
 
+#include "core/checked.h"
 #include "core/error.h"
 
 namespace tessel {
@@ -114,6 +115,7 @@ void Einsum::validate() const {
   for (auto d : join_shape)
     if (d <= 0) fail("join shape ", tessel::to_string(join_shape), " has a non-positive size");
   if (inputs.empty()) fail("an einsum needs at least one input");
+  (void)elements(join_shape);  // throws when the join space's element count overflows
   std::vector<bool> used(join_shape.size(), false);
   for (std::size_t i = 0; i < inputs.size(); ++i)
     for (int j : inputs[i]) {
@@ -124,6 +126,7 @@ void Einsum::validate() const {
     if (!used[j]) fail("join index ", j, " is read by no input");
   if (join.num_holes() > static_cast<int>(inputs.size()))
     fail("join function ", join.to_string(), " uses ", join.num_holes(), " inputs but the einsum has ", inputs.size());
+  (void)bytes();  // throws when its operands' bytes overflow
   if (aggregates() && agg == Agg::none)
     fail("indices are aggregated (join rank ", rank(), " > output rank ", out_rank, ") but no aggregation is given");
   if (!aggregates() && agg != Agg::none) {
@@ -139,8 +142,9 @@ Shape Einsum::input_shape(int i) const {
 
 std::int64_t Einsum::bytes() const {
   std::int64_t n = elements(out_shape());
-  for (std::size_t i = 0; i < inputs.size(); ++i) n += elements(input_shape(static_cast<int>(i)));
-  return n * dtype_bytes(dtype);
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    n = checked_add(n, elements(input_shape(static_cast<int>(i))), "einsum " + subscripts() + ": elements of its operands");
+  return checked_mul(n, dtype_bytes(dtype), "einsum " + subscripts() + ": bytes of its operands");
 }
 
 bool Einsum::is_contraction() const {

@@ -15,6 +15,14 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& message) : std::runtime_error(message) {}
 };
 
+// A resource ran out while doing what a user asked (memory, threads): the message says
+// what was being built and how large. The CLI prints it as `tessel: error: ...` and
+// exits with code 3 (user errors: 1).
+class ResourceError : public Error {
+ public:
+  explicit ResourceError(const std::string& message) : Error(message) {}
+};
+
 // fail("partition of node ", name, ": ", parts, " parts > ", size) — builds the
 // message from streamable pieces and throws Error.
 template <class... Parts>

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/checked.h"
 #include "core/error.h"
 
 namespace tessel {
@@ -80,6 +81,11 @@ void Graph::check(const Node& n) const {
     fail("graph: ", where(), ": rank ", n.shape.size(), " exceeds the maximum of ", kMaxRank);
   for (auto d : n.shape)
     if (d <= 0) fail("graph: ", where(), ": shape ", to_string(n.shape), " has a non-positive size");
+  try {
+    (void)checked_mul(elements(n.shape), dtype_bytes(n.dtype), "bytes");
+  } catch (const Error& e) {
+    fail("graph: ", where(), ": ", e.what());
+  }
   switch (n.kind) {
     case NodeKind::input:
     case NodeKind::fill:

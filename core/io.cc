@@ -1,14 +1,23 @@
 #include "core/io.h"
 
+#include <cerrno>
+#include <climits>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <type_traits>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_read.h"
 
 namespace tessel {
 
@@ -28,25 +37,51 @@ double number_from(const json& j, const std::string& what) {
     if (s == "inf") return std::numeric_limits<double>::infinity();
     if (s == "-inf") return -std::numeric_limits<double>::infinity();
   }
-  fail(what, ": expected a number (or \"inf\" / \"-inf\"), got ", j.dump());
+  fail(what, ": expected a number (or \"inf\" / \"-inf\"), got ", json_read::describe(j));
 }
 
+int int_from(const json& v, const std::string& what) {
+  const std::int64_t x = json_read::integer(v, what);
+  if (x < std::numeric_limits<int>::min() || x > std::numeric_limits<int>::max())
+    fail(what, ": ", x, " is outside the range of a 32-bit integer");
+  return static_cast<int>(x);
+}
+
+// j[key] as T (std::string, int, std::vector<int>, std::vector<std::vector<std::int64_t>>);
+// Error naming the field on a missing field, a wrong type or an integer out of range.
 template <class T>
 T get_field(const json& j, const char* key, const std::string& what) {
-  if (!j.is_object()) fail(what, ": expected an object, got ", j.dump());
+  if (!j.is_object()) fail(what, ": expected an object, got ", json_read::describe(j));
   if (!j.contains(key)) fail(what, ": missing field \"", key, "\"");
-  try {
-    return j.at(key).get<T>();
-  } catch (const json::exception&) {
-    fail(what, ": field \"", key, "\" has the wrong type: ", j.at(key).dump());
+  const json& v = j.at(key);
+  const std::string w = what + ": " + key;
+  if constexpr (std::is_same_v<T, std::string>) {
+    return json_read::string(v, w);
+  } else if constexpr (std::is_same_v<T, int>) {
+    return int_from(v, w);
+  } else if constexpr (std::is_same_v<T, std::vector<int>>) {
+    if (!v.is_array()) fail(w, ": expected an array of integers, got ", json_read::describe(v));
+    T out;
+    for (const json& e : v) out.push_back(int_from(e, w));
+    return out;
+  } else {
+    static_assert(std::is_same_v<T, std::vector<std::vector<std::int64_t>>>);
+    if (!v.is_array()) fail(w, ": expected an array of arrays of integers, got ", json_read::describe(v));
+    T out;
+    for (const json& row : v) {
+      if (!row.is_array()) fail(w, ": expected an array of integers, got ", json_read::describe(row));
+      auto& r = out.emplace_back();
+      for (const json& e : row) r.push_back(json_read::integer(e, w));
+    }
+    return out;
   }
 }
 
 Shape shape_from(const json& j, const std::string& what) {
-  if (!j.is_array()) fail(what, ": expected an array of sizes, got ", j.dump());
+  if (!j.is_array()) fail(what, ": expected an array of sizes, got ", json_read::describe(j));
   Shape s;
   for (const auto& v : j) {
-    if (!v.is_number_integer()) fail(what, ": expected integer sizes, got ", j.dump());
+    if (!v.is_number_integer()) fail(what, ": expected integer sizes, got ", json_read::describe(j));
     s.push_back(v.get<std::int64_t>());
   }
   return s;
@@ -108,7 +143,7 @@ Graph graph_from_json(const json& j, std::string_view what_in) {
     n.dtype = o.contains("dtype") ? parse_dtype(get_field<std::string>(o, "dtype", where), where) : default_dtype;
     if (o.contains("inputs")) {
       for (const auto& in : o["inputs"]) {
-        if (!in.is_string()) fail(where, ": inputs must be node names, got ", in.dump());
+        if (!in.is_string()) fail(where, ": inputs must be node names, got ", json_read::describe(in));
         auto id = g.find(in.get<std::string>());
         if (!id) fail(where, ": input '", in.get<std::string>(), "' is not an earlier node");
         n.inputs.push_back(*id);
@@ -151,7 +186,7 @@ Graph graph_from_json(const json& j, std::string_view what_in) {
     } else if (kind == "fill") {
       n.kind = NodeKind::fill;
       n.shape = shape_from(o.value("shape", json()), where + ": shape");
-      std::string fk = o.value("fill", std::string("constant"));
+      std::string fk = o.contains("fill") ? json_read::string(o["fill"], where + ": fill") : "constant";
       if (fk == "constant") {
         n.fill.kind = Fill::Kind::constant;
       } else if (fk == "lower_triangular") {
@@ -164,7 +199,12 @@ Graph graph_from_json(const json& j, std::string_view what_in) {
     } else {
       fail(where, ": unknown kind '", kind, "' (expected input, einsum, output, select or fill)");
     }
-    g.add(std::move(n));
+    try {
+      g.add(std::move(n));
+    } catch (const Error& e) {
+      if (std::string(e.what()).rfind(what, 0) == 0) throw;
+      fail(what, ": ", e.what());
+    }
   }
   return g;
 }
@@ -203,7 +243,7 @@ Decomposition decomposition_from_json(const json& j, const Graph& g, std::string
   std::string what(what_in);
   if (!j.is_object()) fail(what, ": expected an object with \"devices\" and \"nodes\"");
   int devices = get_field<int>(j, "devices", what);
-  if (devices < 1) fail(what, ": \"devices\" must be >= 1, got ", devices);
+  if (devices < 1 || devices > kMaxDevices) fail(what, ": \"devices\" must be in [1, ", kMaxDevices, "], got ", devices);
   Decomposition d = decomposition_from_parts(g, devices, {});
   std::vector<bool> seen(g.size(), false);
   if (j.contains("nodes")) {
@@ -284,31 +324,87 @@ std::string read_file(const std::string& path) {
 }
 
 json parse_json(std::string_view text, std::string_view what) {
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    fail(what, ": malformed JSON at byte ", e.byte, " (", (e.byte >= text.size() ? "truncated?" : "syntax error"), ")");
-  }
+  return json_read::parse(std::string(text), std::string(what));
 }
 
-json read_json_file(const std::string& path) { return parse_json(read_file(path), path); }
+json read_json_file(const std::string& path) {
+  return parse_json(read_file(path), path);
+}
+
+namespace {
+
+// Writes all of `content` to the open descriptor `fd`; false on any error (errno set).
+bool write_all(int fd, std::string_view content) {
+  std::size_t done = 0;
+  while (done < content.size()) {
+    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+[[noreturn]] void fail_errno(const std::string& path, const char* what) {
+  fail(path, ": ", what, ": ", std::strerror(errno));
+}
+
+// Writes straight into an existing node that is no regular file (a device, a FIFO, a
+// dangling symlink's target): it is opened and written as it is, never replaced.
+void write_through(const std::string& path, std::string_view content) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) fail_errno(path, "cannot open for writing");
+  const bool ok = write_all(fd, content);
+  const int saved = errno;
+  if (::close(fd) != 0 && ok) fail_errno(path, "write failed");
+  errno = saved;
+  if (!ok) fail_errno(path, "write failed");
+}
+
+}  // namespace
 
 void write_file_atomic(const std::string& path, std::string_view content) {
-  std::string tmp = path + ".tmp-tessel";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) fail(path, ": cannot open for writing");
-    out.write(content.data(), static_cast<std::streamsize>(content.size()));
-    out.flush();
-    if (!out) {
-      out.close();
-      std::remove(tmp.c_str());
-      fail(path, ": write failed");
+  if (path.empty()) fail("output path is empty");
+  if (path == "-") {  // standard output
+    std::fflush(stdout);
+    if (!write_all(STDOUT_FILENO, content)) fail_errno("standard output", "write failed");
+    return;
+  }
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) fail(path, ": is a directory");
+    if (S_ISLNK(st.st_mode)) {
+      // A symlink is written through: the file it names is written (atomically when it
+      // is a regular file), the link stays.
+      char resolved[PATH_MAX];
+      if (::realpath(path.c_str(), resolved) != nullptr) return write_file_atomic(resolved, content);
+      return write_through(path, content);  // a dangling link: create its target
     }
+    if (!S_ISREG(st.st_mode)) return write_through(path, content);  // device, FIFO, socket
+  }
+  // A regular file or a new one: write a temporary beside it, then rename it into place,
+  // so that a failed write leaves the old file (or none), never a partial one.
+  std::string tmp = path + ".tmp-tessel";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) fail_errno(path, "cannot open for writing");
+  bool ok = write_all(fd, content);
+  int saved = errno;
+  if (::close(fd) != 0 && ok) {
+    ok = false;
+    saved = errno;
+  }
+  if (!ok) {
+    std::remove(tmp.c_str());
+    errno = saved;
+    fail_errno(path, "write failed");
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    saved = errno;
     std::remove(tmp.c_str());
-    fail(path, ": cannot move the finished file into place");
+    errno = saved;
+    fail_errno(path, "cannot move the finished file into place");
   }
 }
 

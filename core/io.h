@@ -40,12 +40,17 @@ namespace tessel {
 
 // Reads a whole file; Error naming the path when it cannot.
 [[nodiscard]] std::string read_file(const std::string& path);
-// Parses JSON text; Error naming `what` and the parser's position when malformed.
+// Parses JSON text read from `what`; Error naming `what` and the position when malformed,
+// nested deeper than json_read::kMaxDepth, or holding a number beyond double (1e400).
 [[nodiscard]] nlohmann::json parse_json(std::string_view text, std::string_view what);
-// read_file + parse_json, the path naming the input.
+// parse_json(read_file(path), path).
 [[nodiscard]] nlohmann::json read_json_file(const std::string& path);
-// Writes to a temporary file beside `path` and renames it into place, so that a
-// failure never leaves a partial file at `path`.
+// Writes `content` to `path`. A regular file (or a new one) is written to a temporary
+// file beside it and renamed into place, so that a failure never leaves a partial file.
+// Anything else is written through, never replaced: a device or FIFO is opened and
+// written (`/dev/full` fails with its error), a symlink writes the file it names (that
+// one atomically when it is a regular file). "-" writes to standard output. Error naming
+// the path and the system's reason on any failure.
 void write_file_atomic(const std::string& path, std::string_view content);
 
 }  // namespace tessel

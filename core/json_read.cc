@@ -8,14 +8,69 @@ namespace tessel::json_read {
 
 using nlohmann::json;
 
+json parse(const std::string& text, const std::string& what) {
+  // Nesting depth first, outside strings: nlohmann's parser is iterative, but destroying,
+  // printing or walking a value nested 100,000 deep recurses.
+  int depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxDepth) fail(what, ": JSON nested deeper than ", kMaxDepth, " levels at byte ", i);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  try {
+    return json::parse(text);
+  } catch (const json::parse_error& e) {
+    fail(what, ": malformed JSON at byte ", e.byte, " (", (e.byte >= text.size() ? "truncated?" : "syntax error"), ")");
+  } catch (const json::exception& e) {
+    // out_of_range.406 "number overflow parsing '1e400'" and the like: keep nlohmann's
+    // text after its "[json.exception...] " tag.
+    std::string msg = e.what();
+    if (auto close = msg.find("] "); close != std::string::npos) msg = msg.substr(close + 2);
+    fail(what, ": ", msg);
+  }
+}
+
+std::string describe(const json& v) {
+  switch (v.type()) {
+    case json::value_t::array: {
+      // A short flat array prints as JSON; anything else by its size.
+      bool flat = v.size() <= 16;
+      for (const json& e : v) flat = flat && !e.is_structured() && !(e.is_string() && e.get_ref<const std::string&>().size() > 60);
+      if (flat) return v.dump(-1, ' ', false, json::error_handler_t::replace);
+      return "an array of " + std::to_string(v.size()) + " element(s)";
+    }
+    case json::value_t::object: return "an object with " + std::to_string(v.size()) + " field(s)";
+    case json::value_t::string: {
+      const auto& s = v.get_ref<const std::string&>();
+      const auto h = json::error_handler_t::replace;  // invalid UTF-8 must not throw here
+      return s.size() <= 60 ? json(s).dump(-1, ' ', false, h) : json(s.substr(0, 60)).dump(-1, ' ', false, h) + "...";
+    }
+    default: return v.dump(-1, ' ', false, json::error_handler_t::replace);  // null, boolean, number
+  }
+}
+
+std::string string(const json& v, const std::string& what) {
+  if (!v.is_string()) fail(what, ": expected a string, got ", describe(v));
+  return v.get<std::string>();
+}
+
 const json& field(const json& j, const char* key, const std::string& what) {
-  if (!j.is_object()) fail(what, ": expected an object, got ", j.dump());
+  if (!j.is_object()) fail(what, ": expected an object, got ", describe(j));
   if (!j.contains(key)) fail(what, ": missing field \"", key, "\"");
   return j.at(key);
 }
 
 double number(const json& v, const std::string& what) {
-  if (!v.is_number()) fail(what, ": expected a number, got ", v.dump());
+  if (!v.is_number()) fail(what, ": expected a number, got ", describe(v));
   return v.get<double>();
 }
 
@@ -34,7 +89,7 @@ std::int64_t integer(const json& v, const std::string& what) {
     double d = v.get<double>();
     if (std::isfinite(d) && std::floor(d) == d && std::fabs(d) < 9.2e18) return static_cast<std::int64_t>(d);
   }
-  fail(what, ": expected an integer, got ", v.dump());
+  fail(what, ": expected an integer, got ", describe(v));
 }
 
 }  // namespace tessel::json_read

@@ -388,6 +388,8 @@ Machine h100_pcie_4() {
 // measurement: no published figure applies to an unknown CPU, and the runtime's
 // calibration replaces them with measured ones.
 Machine cpu_machine(int devices) {
+  if (devices < 1 || devices > kMaxDevices)
+    fail("machine preset cpu:", devices, ": the number of devices must be in [1, ", kMaxDevices, "]");
   Machine m;
   m.name = devices == 4 ? "cpu" : "cpu:" + std::to_string(devices);
   DeviceType t;
@@ -442,6 +444,9 @@ Machine make_cluster(const Machine& node, int nodes, double oversubscription) {
   node.validate(node.name);
   if (node.hosts.size() != 1) fail("cluster of '", node.name, "': a cluster node must be a single-host machine");
   if (nodes < 1) fail("cluster of '", node.name, "': the number of nodes must be >= 1, got ", nodes);
+  if (static_cast<std::int64_t>(nodes) * static_cast<std::int64_t>(node.devices.size()) > kMaxDevices)
+    fail("cluster of '", node.name, "': ", nodes, " nodes of ", node.devices.size(), " devices exceed the maximum of ",
+         kMaxDevices, " devices");
   if (!(std::isfinite(oversubscription) && oversubscription >= 1))
     fail("cluster of '", node.name, "': oversubscription must be a finite number >= 1, got ", oversubscription);
   if (nodes > 1)
@@ -560,7 +565,7 @@ using json_read::number_field_or;
 
 std::string string_field(const json& j, const char* key, const std::string& what) {
   const json& v = field(j, key, what);
-  if (!v.is_string()) fail(what, ".", key, ": expected a string, got ", v.dump());
+  if (!v.is_string()) fail(what, ".", key, ": expected a string, got ", json_read::describe(v));
   return v.get<std::string>();
 }
 
@@ -568,7 +573,7 @@ const json& array_field_or_empty(const json& j, const char* key, const std::stri
   static const json empty = json::array();
   if (!j.contains(key)) return empty;
   const json& v = j.at(key);
-  if (!v.is_array()) fail(what, ".", key, ": expected an array, got ", v.dump());
+  if (!v.is_array()) fail(what, ".", key, ": expected an array, got ", json_read::describe(v));
   return v;
 }
 
@@ -577,7 +582,7 @@ std::vector<LinkId> links_from(const json& a, const std::map<std::string, std::i
   std::vector<LinkId> out;
   for (std::size_t i = 0; i < a.size(); ++i) {
     std::string w = what + "[" + std::to_string(i) + "]";
-    if (!a[i].is_string()) fail(w, ": expected a link name, got ", a[i].dump());
+    if (!a[i].is_string()) fail(w, ": expected a link name, got ", json_read::describe(a[i]));
     auto it = by_name.find(a[i].get<std::string>());
     if (it == by_name.end()) fail(w, ": unknown link '", a[i].get<std::string>(), "'");
     out.emplace_back(it->second);
@@ -586,7 +591,7 @@ std::vector<LinkId> links_from(const json& a, const std::map<std::string, std::i
 }
 
 SlowdownFactors factors_from(const json& j, const std::string& what, SlowdownFactors f) {
-  if (!j.is_object()) fail(what, ": expected an object, got ", j.dump());
+  if (!j.is_object()) fail(what, ": expected an object, got ", json_read::describe(j));
   f.compute_slowdown = number_field_or(j, "compute_slowdown", what, f.compute_slowdown);
   f.comm_slowdown = number_field_or(j, "comm_slowdown", what, f.comm_slowdown);
   return f;
@@ -655,7 +660,7 @@ json to_json(const Machine& m) {
 
 Machine machine_from_json(const json& j, std::string_view what_sv) {
   const std::string what(what_sv);
-  if (!j.is_object()) fail(what, ": expected a machine object, got ", j.dump().substr(0, 80));
+  if (!j.is_object()) fail(what, ": expected a machine object, got ", json_read::describe(j));
   Machine m;
   m.name = j.contains("name") ? string_field(j, "name", what) : what;
 
@@ -675,7 +680,7 @@ Machine machine_from_json(const json& j, std::string_view what_sv) {
     }
     t.memory_bytes_per_s = number_field(tj, "memory_bytes_per_s", w);
     double cap = number_field(tj, "memory_capacity_bytes", w);
-    if (!(cap > 0 && cap < 9.2e18)) fail(w, ".memory_capacity_bytes: must be > 0, got ", field(tj, "memory_capacity_bytes", w).dump());
+    if (!(cap > 0 && cap < 9.2e18)) fail(w, ".memory_capacity_bytes: must be > 0, got ", json_read::describe(field(tj, "memory_capacity_bytes", w)));
     t.memory_capacity_bytes = static_cast<std::int64_t>(cap);
     t.launch_latency_s = number_field_or(tj, "launch_latency_s", w, 0.0);
     if (tj.contains("sm_count")) t.sm_count = static_cast<int>(integer(tj.at("sm_count"), w + ".sm_count"));
@@ -685,7 +690,7 @@ Machine machine_from_json(const json& j, std::string_view what_sv) {
     // Byte counts: finite, and within an int64 before the conversion.
     auto bytes_field = [&](const char* key) {
       const double v = number_field_or(tj, key, w, 0.0);
-      if (!(v >= 0 && v < 9.2e18)) fail(w, ".", key, ": must be a number of bytes >= 0, got ", tj.at(key).dump());
+      if (!(v >= 0 && v < 9.2e18)) fail(w, ".", key, ": must be a number of bytes >= 0, got ", json_read::describe(tj.at(key)));
       return static_cast<std::int64_t>(v);
     };
     t.cache_capacity_bytes = bytes_field("cache_capacity_bytes");
@@ -694,13 +699,13 @@ Machine machine_from_json(const json& j, std::string_view what_sv) {
     t.copy_row_s = number_field_or(tj, "copy_row_s", w, 0.0);
     t.generic_row_s = number_field_or(tj, "generic_row_s", w, 0.0);
     if (tj.contains("single_lane")) {
-      if (!tj.at("single_lane").is_boolean()) fail(w, ".single_lane: expected true or false, got ", tj.at("single_lane").dump());
+      if (!tj.at("single_lane").is_boolean()) fail(w, ".single_lane: expected true or false, got ", json_read::describe(tj.at("single_lane")));
       t.single_lane = tj.at("single_lane").get<bool>();
     }
     const json& eff = array_field_or_empty(tj, "efficiency", w);
     for (std::size_t p = 0; p < eff.size(); ++p) {
       std::string we = w + ".efficiency[" + std::to_string(p) + "]";
-      if (!eff[p].is_array() || eff[p].size() != 2) fail(we, ": expected [flops, efficiency], got ", eff[p].dump());
+      if (!eff[p].is_array() || eff[p].size() != 2) fail(we, ": expected [flops, efficiency], got ", json_read::describe(eff[p]));
       t.efficiency.push_back({number(eff[p][0], we + "[0]"), number(eff[p][1], we + "[1]")});
     }
     if (!type_by_name.emplace(t.name, static_cast<std::int32_t>(i)).second)
@@ -729,7 +734,7 @@ Machine machine_from_json(const json& j, std::string_view what_sv) {
     for (std::size_t i = 0; i < hosts.size(); ++i) {
       const json& hj = hosts[i];
       std::string w = what + ".hosts[" + std::to_string(i) + "]";
-      if (!hj.is_object()) fail(w, ": expected an object, got ", hj.dump());
+      if (!hj.is_object()) fail(w, ": expected an object, got ", json_read::describe(hj));
       Host h;
       h.name = hj.contains("name") ? string_field(hj, "name", w) : "host" + std::to_string(i);
       h.memory_capacity_bytes = hj.contains("memory_capacity_bytes")
@@ -745,6 +750,8 @@ Machine machine_from_json(const json& j, std::string_view what_sv) {
 
   const json& devices = field(j, "devices", what);
   if (!devices.is_array()) fail(what, ".devices: expected an array");
+  if (devices.size() > static_cast<std::size_t>(kMaxDevices))
+    fail(what, ".devices: ", devices.size(), " devices exceed the maximum of ", kMaxDevices);
   for (std::size_t i = 0; i < devices.size(); ++i) {
     const json& dj = devices[i];
     std::string w = what + ".devices[" + std::to_string(i) + "]";
@@ -777,7 +784,7 @@ Machine machine_from_json(const json& j, std::string_view what_sv) {
   if (j.contains("interference")) {
     const json& fj = j.at("interference");
     std::string w = what + ".interference";
-    if (!fj.is_object()) fail(w, ": expected an object, got ", fj.dump());
+    if (!fj.is_object()) fail(w, ": expected an object, got ", json_read::describe(fj));
     Interference& f = m.interference;
     if (fj.contains("comm_priority")) {
       std::string p = string_field(fj, "comm_priority", w);

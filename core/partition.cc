@@ -9,6 +9,24 @@
 
 namespace tessel {
 
+namespace {
+
+// Error unless the product of `parts` is at most kMaxBlocks (checked as it grows, so
+// that it cannot overflow).
+template <class T>
+void check_block_count(const std::vector<T>& parts, const char* what) {
+  std::int64_t n = 1;
+  for (T p : parts) {
+    if (static_cast<std::int64_t>(p) > kMaxBlocks || (n *= static_cast<std::int64_t>(p)) > kMaxBlocks) {
+      std::ostringstream os;
+      for (std::size_t d = 0; d < parts.size(); ++d) os << (d ? "x" : "") << parts[d];
+      fail(what, " ", os.str(), ": more than ", kMaxBlocks, " blocks");
+    }
+  }
+}
+
+}  // namespace
+
 Partition Partition::even(const Shape& shape, const std::vector<int>& parts) {
   if (parts.size() != shape.size())
     fail("partition ", tessel::to_string(Shape(parts.begin(), parts.end())), " has ", parts.size(),
@@ -18,8 +36,13 @@ Partition Partition::even(const Shape& shape, const std::vector<int>& parts) {
     if (parts[d] < 1) fail("partition: dimension ", d, " has ", parts[d], " parts (must be >= 1)");
     if (parts[d] > shape[d])
       fail("partition: dimension ", d, " of size ", shape[d], " cannot be split into ", parts[d], " parts");
+  }
+  check_block_count(parts, "partition");
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    // floor(size i / parts) without forming size i, which overflows for sizes near 2^62.
+    const std::int64_t q = shape[d] / parts[d], r = shape[d] % parts[d];
     std::vector<std::int64_t> b(parts[d] + 1);
-    for (int i = 0; i <= parts[d]; ++i) b[i] = shape[d] * i / parts[d];
+    for (int i = 0; i <= parts[d]; ++i) b[i] = q * i + r * i / parts[d];
     p.bounds_.push_back(std::move(b));
   }
   return p;
@@ -33,6 +56,9 @@ Partition Partition::from_bounds(std::vector<std::vector<std::int64_t>> bounds) 
       if (b[i] <= b[i - 1]) fail("partition: bounds of dimension ", d, " are not strictly increasing");
   }
   if (bounds.size() > static_cast<std::size_t>(kMaxRank)) fail("partition: rank ", bounds.size(), " too high");
+  std::vector<std::size_t> parts;
+  for (const auto& b : bounds) parts.push_back(b.size() - 1);
+  check_block_count(parts, "partition");
   Partition p;
   p.bounds_ = std::move(bounds);
   return p;
@@ -139,7 +165,8 @@ OutputBlocks output_blocks(const Graph& g, NodeId id, const NodePlan& plan) {
 }
 
 void Decomposition::validate(const Graph& g) const {
-  if (num_devices < 1) fail("decomposition: device count ", num_devices, " must be >= 1");
+  if (num_devices < 1 || num_devices > kMaxDevices)
+    fail("decomposition: device count ", num_devices, " must be in [1, ", kMaxDevices, "]");
   if (nodes.size() != g.size())
     fail("decomposition: has plans for ", nodes.size(), " nodes but the graph has ", g.size());
   for (NodeId id : g.ids()) {
@@ -180,7 +207,8 @@ void Decomposition::validate(const Graph& g) const {
 }
 
 Decomposition decomposition_from_parts(const Graph& g, int num_devices, const std::vector<std::vector<int>>& parts) {
-  if (num_devices < 1) fail("decomposition: device count ", num_devices, " must be >= 1");
+  if (num_devices < 1 || num_devices > kMaxDevices)
+    fail("decomposition: device count ", num_devices, " must be in [1, ", kMaxDevices, "]");
   Decomposition d;
   d.num_devices = num_devices;
   for (NodeId id : g.ids()) {
@@ -204,6 +232,10 @@ std::vector<int> split_largest_parts(const Shape& join_shape, int blocks) {
   std::vector<int> parts(join_shape.size(), 1);
   std::vector<int> primes;
   for (int n = blocks, f = 2; n > 1;) {
+    if (static_cast<std::int64_t>(f) * f > n) {  // what is left is prime: O(sqrt(blocks)), not O(blocks)
+      primes.push_back(n);
+      break;
+    }
     if (n % f == 0) {
       primes.push_back(f);
       n /= f;

@@ -18,6 +18,10 @@
 
 namespace tessel {
 
+// Most blocks one node may be cut into: 4,194,304 (64 per device on kMaxDevices). A
+// partition beyond it is refused before any block is made.
+inline constexpr std::int64_t kMaxBlocks = std::int64_t{1} << 22;
+
 class Partition {
  public:
   Partition() = default;

@@ -66,14 +66,23 @@ class Parser {
  private:
   template <class... P>
   [[noreturn]] void error(P&&... parts) {
-    fail("scalar function '", text_, "': ", std::forward<P>(parts)..., " at position ", pos_);
+    // A long text is quoted by its first 60 characters.
+    const std::string_view quoted = text_.size() > 80 ? text_.substr(0, 60) : text_;
+    fail("scalar function '", quoted, text_.size() > 80 ? "...'" : "'", ": ", std::forward<P>(parts)..., " at position ",
+         pos_);
   }
   void skip_ws() {
     while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
   }
-  ScalarOp parse_expr() {
+  // Function calls may nest at most this deep: the parser recurses once per level (and
+  // each level copies its arguments' programs), so a bound keeps a hostile text from
+  // exhausting the stack or taking quadratic time.
+  static constexpr int kMaxNesting = 256;
+
+  ScalarOp parse_expr(int nesting = 0) {
     skip_ws();
     if (pos_ >= text_.size()) error("unexpected end");
+    if (nesting > kMaxNesting) error("calls nest deeper than ", kMaxNesting, " levels");
     char c = text_[pos_];
     if (std::isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '+' || c == '.') {
       std::size_t start = pos_;
@@ -106,7 +115,11 @@ class Parser {
     if (word.size() >= 2 && word[0] == 'x' &&
         word.substr(1).find_first_not_of("0123456789") == std::string_view::npos) {
       int index = 0;
-      std::from_chars(word.data() + 1, word.data() + word.size(), index);
+      auto [end, ec] = std::from_chars(word.data() + 1, word.data() + word.size(), index);
+      if (ec != std::errc() || end != word.data() + word.size()) {
+        pos_ = start;
+        error("input index '", word, "' is too large");
+      }
       return ScalarOp::hole(index);
     }
     const FnInfo* fn = find_fn(word);
@@ -119,7 +132,7 @@ class Parser {
     ++pos_;
     std::vector<ScalarOp> args;
     for (;;) {
-      args.push_back(parse_expr());
+      args.push_back(parse_expr(nesting + 1));
       skip_ws();
       if (pos_ < text_.size() && text_[pos_] == ',') {
         ++pos_;
@@ -269,8 +282,9 @@ double apply_fn(ScalarFn fn, const double* a) {
     case ScalarFn::sub: return a[0] - a[1];
     case ScalarFn::mul: return a[0] * a[1];
     case ScalarFn::div: return a[0] / a[1];
-    case ScalarFn::max: return std::max(a[0], a[1]);
-    case ScalarFn::min: return std::min(a[0], a[1]);
+    // numpy's maximum / minimum: NaN in either argument gives NaN.
+    case ScalarFn::max: return std::isnan(a[1]) ? a[1] : (a[1] > a[0] ? a[1] : a[0]);
+    case ScalarFn::min: return std::isnan(a[1]) ? a[1] : (a[1] < a[0] ? a[1] : a[0]);
     case ScalarFn::pow: return std::pow(a[0], a[1]);
     case ScalarFn::lt: return a[0] < a[1] ? 1.0 : 0.0;
     case ScalarFn::le: return a[0] <= a[1] ? 1.0 : 0.0;

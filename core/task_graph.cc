@@ -5,6 +5,7 @@
 #include <cassert>
 #include <unordered_map>
 
+#include "core/checked.h"
 #include "core/error.h"
 
 namespace tessel {
@@ -25,8 +26,8 @@ TaskGraph::Summary TaskGraph::summary() const {
   s.tasks = static_cast<std::int64_t>(tasks.size());
   for (const Task& t : tasks) {
     ++s.count[static_cast<int>(t.kind)];
-    if (t.kind == TaskKind::move) s.bytes_moved += t.bytes;
-    if (t.kind == TaskKind::touch) s.bytes_touched += t.bytes;
+    if (t.kind == TaskKind::move) s.bytes_moved = checked_add(s.bytes_moved, t.bytes, "task graph: bytes moved");
+    if (t.kind == TaskKind::touch) s.bytes_touched = checked_add(s.bytes_touched, t.bytes, "task graph: bytes touched");
     s.flops += t.flops;
     s.edges += static_cast<std::int64_t>(t.deps.size());
   }

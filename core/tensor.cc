@@ -2,10 +2,26 @@
 
 #include <cassert>
 #include <cmath>
+#include <new>
+#include <stdexcept>
+#include <string>
 
 #include "core/error.h"
 
 namespace tessel {
+
+Tensor::Tensor(Shape s, DType t, double fill) : shape(std::move(s)), dtype(t) {
+  const std::int64_t n = elements(shape);
+  try {
+    data.assign(static_cast<std::size_t>(n), fill);
+  } catch (const std::bad_alloc&) {
+    throw ResourceError("out of memory allocating a tensor of shape " + to_string(shape) + " (" + std::to_string(n) +
+                        " elements, " + std::to_string(static_cast<double>(n) * 8 / (1 << 30)) + " GiB as doubles)");
+  } catch (const std::length_error&) {
+    throw ResourceError("a tensor of shape " + to_string(shape) + " (" + std::to_string(n) +
+                        " elements) is larger than this machine can allocate");
+  }
+}
 
 std::vector<std::int64_t> Tensor::strides() const {
   std::vector<std::int64_t> s(shape.size(), 1);
@@ -73,7 +89,8 @@ Difference compare(const Tensor& a, const Tensor& b) {
     if (std::isfinite(y)) scale = std::max(scale, std::fabs(y));
   for (std::size_t i = 0; i < a.data.size(); ++i) {
     double x = a.data[i], y = b.data[i];
-    if (x == y) continue;  // also equal infinities
+    if (x == y) continue;                         // also equal infinities
+    if (std::isnan(x) && std::isnan(y)) continue;  // NaN in the same place agrees (numpy's equal_nan)
     double diff = std::fabs(x - y);
     if (std::isnan(diff)) diff = std::numeric_limits<double>::infinity();
     double rel = diff / std::max(1.0, std::max(std::fabs(x), std::fabs(y)));

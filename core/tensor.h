@@ -17,7 +17,9 @@ struct Tensor {
   std::vector<double> data;
 
   Tensor() = default;
-  Tensor(Shape s, DType t, double fill = 0.0) : shape(std::move(s)), dtype(t), data(elements(shape), fill) {}
+  // Throws Error when the shape's element count overflows, ResourceError (naming the
+  // shape and its bytes) when the memory cannot be had.
+  Tensor(Shape s, DType t, double fill = 0.0);
 
   [[nodiscard]] std::int64_t size() const { return static_cast<std::int64_t>(data.size()); }
   // Row-major strides in elements.
@@ -32,7 +34,9 @@ struct Tensor {
 // aggregation other than none, combines into what is there instead.
 void copy_region(const Tensor& from, const Rect& src, Tensor& to, const Rect& dst, Agg combine = Agg::none);
 
-// Largest absolute difference and where; tolerance checks use it.
+// Largest absolute difference and where; tolerance checks use it. NaN in the same place
+// in both counts as equal (numpy's allclose(equal_nan=True)); NaN against a number is an
+// infinite difference.
 struct Difference {
   double max_abs = 0;
   double max_rel = 0;       // elementwise: |a-b| / max(1, |a|, |b|)

@@ -4,6 +4,7 @@
 #include <limits>
 #include <sstream>
 
+#include "core/checked.h"
 #include "core/error.h"
 
 namespace tessel {
@@ -66,7 +67,9 @@ double agg_identity(Agg a) {
 
 std::int64_t elements(const Shape& shape) {
   std::int64_t n = 1;
-  for (auto d : shape) n *= d;
+  for (auto d : shape)
+    if (__builtin_mul_overflow(n, d, &n))
+      fail("shape ", to_string(shape), ": its element count overflows 64-bit integers (more than ", kMaxInt64, ")");
   return n;
 }
 

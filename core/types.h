@@ -13,6 +13,10 @@ namespace tessel {
 // (no heap) so that lowering millions of tasks stays cheap.
 inline constexpr int kMaxRank = 8;
 
+// Most devices a machine, decomposition or task graph may have: 65,536 (8,192 nodes of
+// 8 GPUs). Requests beyond it are refused before any work is done.
+inline constexpr int kMaxDevices = 65'536;
+
 using Shape = std::vector<std::int64_t>;
 
 enum class DType : std::uint8_t { f16, bf16, f32, f64 };
@@ -27,20 +31,22 @@ enum class Agg : std::uint8_t { none, sum, max, min, prod };
 // Neutral element of an aggregation (0 for sum, 1 for prod, -inf for max, +inf for min).
 [[nodiscard]] double agg_identity(Agg a);
 // acc combined with v under `a` (none: v), in T: the reference evaluator's doubles and the
-// CPU kernels' floats share it.
+// CPU kernels' floats share it. max and min propagate NaN as numpy's max / min do: once
+// either side is NaN the result is NaN.
 template <class T>
 [[nodiscard]] constexpr T agg_combine_as(Agg a, T acc, T v) {
   switch (a) {
     case Agg::sum: return acc + v;
     case Agg::prod: return acc * v;
-    case Agg::max: return v > acc ? v : acc;
-    case Agg::min: return v < acc ? v : acc;
+    case Agg::max: return (v > acc || v != v) ? v : acc;
+    case Agg::min: return (v < acc || v != v) ? v : acc;
     case Agg::none: return v;
   }
   return v;
 }
 [[nodiscard]] inline double agg_combine(Agg a, double acc, double v) { return agg_combine_as<double>(a, acc, v); }
 
+// Element count; throws Error naming the shape when it overflows int64.
 [[nodiscard]] std::int64_t elements(const Shape& shape);
 [[nodiscard]] std::string to_string(const Shape& shape);
 

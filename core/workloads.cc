@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/checked.h"
 #include "core/error.h"
 
 namespace tessel {
@@ -69,7 +70,7 @@ Graph build_chain_sum(const Params& p) {
   std::int64_t s = p.integer("size");
   bool skewed = p.flag("skewed");
   std::int64_t small = skewed ? std::max<std::int64_t>(1, s / 10) : s;
-  std::int64_t large = skewed ? s * 10 : s;
+  std::int64_t large = skewed ? checked_mul(s, 10, "workload 'chain-sum': skewed size (10 x size)") : s;
   GraphBuilder g(p.dtype());
   auto a = g.input("A", {s, small});
   auto b = g.input("B", {small, s});

@@ -13,6 +13,8 @@
 
 namespace tessel::cli {
 
+CLI::Validator device_count() { return CLI::Range(1, kMaxDevices); }
+
 void GraphOptions::add(CLI::App& app, const std::string& default_workload) {
   workload = default_workload;
   auto* w = app.add_option("-w,--workload", workload,
@@ -31,7 +33,7 @@ std::string GraphOptions::describe() const { return graph_file.empty() ? workloa
 
 void DecompositionOptions::add(CLI::App& app, bool with_devices) {
   if (with_devices)
-    app.add_option("-d,--devices", devices, "number of devices")->capture_default_str()->check(CLI::PositiveNumber);
+    app.add_option("-d,--devices", devices, "number of devices")->capture_default_str()->check(device_count());
   app.add_option("-s,--strategy", strategy, "planner strategy (see `tessel plan --help`): eindecomp, megatron, ...");
   app.add_option("--parts", parts,
                  "blocks per node: N (split every node N ways, largest index first) and/or "

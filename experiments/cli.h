@@ -17,6 +17,20 @@
 
 namespace tessel::cli {
 
+// The CLI's exit codes (README, "Exit codes"). Every error prints one line on stderr:
+// `tessel: error: ...` (codes 1-3) or `tessel: internal error: ...` (4).
+enum class ExitCode : int {
+  ok = 0,
+  user_error = 1,  // a tessel::Error: bad input, impossible request, failed check
+  usage = 2,       // the command line itself: unknown option, missing or malformed value
+  resource = 3,    // out of memory or threads (tessel::ResourceError, std::bad_alloc)
+  internal = 4,    // any other exception: a bug
+};
+
+// A device count on the command line: 1 ..kMaxDevices (core/types.h), checked while the
+// command line is parsed, before any work.
+[[nodiscard]] CLI::Validator device_count();
+
 // -w WORKLOAD[:k=v,...] | -g GRAPH.json
 struct GraphOptions {
   std::string workload;

@@ -126,7 +126,7 @@ void add_calibrate(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("calibrate", "measure a backend and write a machine JSON the simulator accepts");
   cmd->add_option("--backend", o->backend, "cpu")->capture_default_str();
-  cmd->add_option("-d,--devices", o->devices, "workers (default: every core)");
+  cmd->add_option("-d,--devices", o->devices, "workers (default: every core)")->check(device_count());
   cmd->add_option("-o,--output", o->out, "machine JSON to write")->required();
   cmd->add_option("--seconds", o->seconds, "measuring time per point and round")
       ->capture_default_str()
@@ -143,6 +143,7 @@ void add_calibrate(CLI::App& app) {
     runtime::Calibration c = run_calibration(devices, o->seconds, o->rounds);
     Machine m = runtime::machine_from_calibration(c);
     write_file_atomic(o->out, to_json(m).dump(2) + "\n");
+    if (o->out == "-") return;  // the machine went to stdout in place of the report
     if (o->json_out) {
       json j = runtime::to_json(c);
       j["machine"] = o->out;
@@ -183,7 +184,8 @@ void add_compare(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "compare", "plan, simulate and run the same task graphs; lay simulated and measured times side by side");
   o->graph.add(*cmd, "chain:size=512");
-  cmd->add_option("-d,--devices", o->devices, "devices (default: the largest power of two <= the cores)");
+  cmd->add_option("-d,--devices", o->devices, "devices (default: the largest power of two <= the cores)")
+      ->check(device_count());
   cmd->add_option("-s,--strategy", o->strategies, "comma-separated strategies")->capture_default_str();
   cmd->add_option("--policy", o->policies, "comma-separated policies: async, bsp")->capture_default_str();
   cmd->add_option("--backend", o->backend, "cpu")->capture_default_str();

@@ -92,6 +92,7 @@ void add_lower(CLI::App& app) {
     TaskGraph tg = lower(g, d);
     double lower_s = seconds_since(t0);
     if (!o->decomposition_out.empty()) write_file_atomic(o->decomposition_out, to_json(d, g).dump(2) + "\n");
+    if (o->decomposition_out == "-") return;  // the decomposition went to stdout in place of the report
     if (o->json_out) {
       json j = summary_json(tg);
       j["graph"] = o->graph.describe();
@@ -126,7 +127,7 @@ void add_einsum(CLI::App& app) {
   cmd->add_option("subscripts", o->subscripts, "subscripts, numpy syntax: ij,jk->ik  ii->i  ij,ij->")->required();
   cmd->add_option("operands", o->files, ".npy files (float32 or float64, C order)")->required();
   cmd->add_option("-o,--output", o->out, "result .npy file")->required();
-  cmd->add_option("-d,--devices", o->devices, "number of devices")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("-d,--devices", o->devices, "number of devices")->capture_default_str()->check(device_count());
   cmd->add_option("--parts", o->parts, "parts per index letter, e.g. i=2,k=2 (instead of --strategy)");
   cmd->add_option("-s,--strategy", o->strategy,
                   "planner strategy (default: eindecomp when N is a power of two, else split-largest)");
@@ -198,6 +199,7 @@ void add_einsum(CLI::App& app) {
     json check = check_outputs(g, r.outputs, runtime::evaluate_reference(g, inputs), &ok);
     if (!ok) fail("einsum: the decomposed result differs from the reference evaluator: ", check.dump());
     runtime::write_npy(o->out, r.outputs.at("result"));
+    if (o->out == "-") return;  // the .npy went to stdout in place of the report
     if (o->json_out) {
       json j = summary_json(tg);
       j["subscripts"] = o->subscripts;
@@ -287,6 +289,10 @@ void add_run(CLI::App& app) {
       std::ostringstream os;
       write_chrome_trace(os, r.timeline, &tg, &g);
       write_file_atomic(o->trace, os.str());
+    }
+    if (o->trace == "-") {  // the trace went to stdout in place of the report
+      if (!ok) fail("run: the result differs from the reference evaluator (", check.dump(), ")");
+      return;
     }
     auto s = tg.summary();
     if (o->json_out) {

@@ -35,10 +35,10 @@ void add_plan_commands(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("plan", "choose a decomposition with a strategy and report its cost per node");
   o->graph.add(*cmd, "chain");
-  cmd->add_option("-d,--devices", o->devices, "devices n")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("-d,--devices", o->devices, "devices n")->capture_default_str()->check(device_count());
   cmd->add_option("-k,--blocks-per-device", o->k, "blocks per device k (n·k blocks per node)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(device_count());
   std::string help = "strategy:";
   for (const auto& s : planner::strategies()) help += "\n  " + s->name() + ": " + s->help();
   cmd->add_option("-s,--strategy", o->strategy, help)->capture_default_str();
@@ -67,6 +67,7 @@ void add_plan_commands(CLI::App& app) {
     planner::Plan p = planner::plan(g, o->strategy, po);
     double plan_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!o->out.empty()) write_file_atomic(o->out, to_json(p.decomposition, g).dump(2) + "\n");
+    if (o->out == "-") return;  // the decomposition went to stdout in place of the report
     const double total = p.total_cost();
     if (o->json_out) {
       json nodes = json::array();

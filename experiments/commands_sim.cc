@@ -134,8 +134,8 @@ void run_simulate(const Opts& o) {
   so.priority = sim::parse_priority(o.priority, "--priority");
   so.interference = !o.no_interference;
   so.comm_channels = o.comm_channels;
-  if (!o.machine_out.empty()) write_file_atomic(o.machine_out, to_json(m).dump(2) + "\n");
 
+  if (o.trace == "-" && o.machine_out == "-") fail("--trace and --write-machine cannot both write to stdout ('-')");
   const bool collective = !o.collective.empty();
   const int sources = (!o.graph.workload.empty() || !o.graph.graph_file.empty()) + !o.task_graph_file.empty() + collective;
   if (sources > 1) fail("give one of -w/-g, --task-graph or --collective");
@@ -159,6 +159,9 @@ void run_simulate(const Opts& o) {
     tg = sim::task_graph_from_json(read_json_file(o.task_graph_file), o.task_graph_file);
     what = o.task_graph_file;
   } else {
+    // -d against the machine before any planning (a decomposition file names its own count).
+    if (o.dec.decomposition_file.empty() && o.dec.devices > m.num_devices())
+      fail("-d: ", o.dec.devices, " devices asked for, but machine '", m.name, "' has only ", m.num_devices());
     g = o.graph.load();
     Decomposition d = o.dec.load(g);
     if (d.num_devices > m.num_devices())
@@ -172,12 +175,14 @@ void run_simulate(const Opts& o) {
     fail(what, " is placed on ", tg.num_devices, " devices but machine '", m.name, "' has ", m.num_devices());
 
   sim::SimResult r = sim::simulate(tg, m, so);
-
+  // Files only once the command has succeeded: a failing command leaves none behind.
   if (!o.trace.empty()) {
     std::ostringstream os;
     write_chrome_trace(os, r.timeline, &tg, g.size() ? &g : nullptr);
     write_file_atomic(o.trace, os.str());
   }
+  if (!o.machine_out.empty()) write_file_atomic(o.machine_out, to_json(m).dump(2) + "\n");
+  if (o.trace == "-" || o.machine_out == "-") return;  // a file went to stdout in place of the report
   json j = sim::to_json(r, m);
   j["input"] = what;
   j["tasks"] = tg.size();
@@ -221,9 +226,9 @@ void add_sim_commands(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--priority", o->priority, "async ready order: longest-path or fifo")->capture_default_str();
   cmd->add_flag("--no-interference", o->no_interference, "perfect compute/communication overlap");
-  cmd->add_option("--comm-channels", o->comm_channels, "moves a device sends at the same time")
+  cmd->add_option("--comm-channels", o->comm_channels, "moves a device sends at the same time (1 to 1024)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1024));
   cmd->add_option("--collective", o->collective, "simulate a collective instead: allreduce, reducescatter, allgather, alltoall");
   cmd->add_option("--bytes", o->bytes, "collective size S as nccl-tests uses it, e.g. 1GiB, 64MB, 1e9");
   cmd->add_option("--dtype", o->dtype, "collective element type")->capture_default_str();

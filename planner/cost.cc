@@ -20,8 +20,8 @@ std::vector<Parts> candidate_partitions(const Shape& shape, int total_log2) {
   std::vector<int> cap(static_cast<std::size_t>(rank));
   for (int d = 0; d < rank; ++d) {
     int c = 0;
-    while ((std::int64_t{2} << c) <= shape[d]) ++c;
-    cap[d] = c;  // 2^cap <= size
+    while (c < 30 && (std::int64_t{2} << c) <= shape[d]) ++c;
+    cap[d] = c;  // 2^cap <= size, and parts fit an int
   }
   std::function<void(int, int)> rec = [&](int d, int left) {
     if (d == rank) {

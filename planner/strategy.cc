@@ -1,6 +1,7 @@
 #include "planner/strategy.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -39,12 +40,10 @@ void fill_unplanned(const Graph& g, std::vector<Parts>& parts, const std::vector
   auto consumers = g.consumers();
   auto out_of = [&](NodeId id) {
     if (!outputs.empty() && !outputs[id.index()].empty()) return outputs[id.index()];
+    assert(parts[id.index()].size() == g.join_shape(id).size());
     return output_partition(g, id, parts[id.index()]);
   };
-  for (NodeId id : g.ids()) {
-    const Node& n = g.node(id);
-    if (n.kind == NodeKind::output) parts[id.index()] = out_of(n.inputs[0]);
-  }
+  // Leaves first: an output may read a leaf directly (a graph without an einsum).
   for (NodeId id : g.ids()) {
     if (!is_leaf(g, id)) continue;
     Parts p(g.node(id).shape.size(), 1);
@@ -61,6 +60,10 @@ void fill_unplanned(const Graph& g, std::vector<Parts>& parts, const std::vector
     // Repeated indices ("ii") can ask for more parts than a dimension has.
     for (std::size_t d = 0; d < p.size(); ++d) p[d] = static_cast<int>(std::min<std::int64_t>(p[d], g.node(id).shape[d]));
     parts[id.index()] = p;
+  }
+  for (NodeId id : g.ids()) {
+    const Node& n = g.node(id);
+    if (n.kind == NodeKind::output) parts[id.index()] = out_of(n.inputs[0]);
   }
 }
 
@@ -496,8 +499,10 @@ double flops_per_byte(const PlanOptions& o) {
 }
 
 Plan plan(const Graph& g, std::string_view name, const PlanOptions& o) {
-  if (o.devices < 1) fail("plan: device count ", o.devices, " must be >= 1");
-  if (o.blocks_per_device < 1) fail("plan: blocks per device ", o.blocks_per_device, " must be >= 1");
+  if (o.devices < 1 || o.devices > kMaxDevices)
+    fail("plan: device count ", o.devices, " must be in [1, ", kMaxDevices, "]");
+  if (o.blocks_per_device < 1 || o.blocks_per_device > kMaxDevices)
+    fail("plan: blocks per device ", o.blocks_per_device, " must be in [1, ", kMaxDevices, "]");
   Plan result;
   result.strategy = std::string(name);
   if (name == "manual") {

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <queue>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -76,7 +77,12 @@ class WorkerPool {
     // Missing threads first (creating one may throw): they wait for the next generation.
     while (static_cast<int>(threads_.size()) < n) {
       const int d = static_cast<int>(threads_.size());
-      threads_.emplace_back([this, d, seen = generation_] { loop(d, seen); });
+      try {
+        threads_.emplace_back([this, d, seen = generation_] { loop(d, seen); });
+      } catch (const std::system_error& e) {
+        throw ResourceError("CPU executor: cannot start worker thread " + std::to_string(d + 1) + " of " +
+                            std::to_string(n) + ": " + e.what());
+      }
     }
     job_ = std::move(job);
     active_ = n;

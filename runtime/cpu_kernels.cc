@@ -154,8 +154,8 @@ T reduce_chunk(Agg agg, T acc, const T* v, int n) {
     for (int x = 0; x < n; ++x) acc = agg_combine_as<T>(agg, acc, v[x]);
     return acc;
   }
-  // Every lane starts at the identity, so that each value meets the same comparison as
-  // in a single running result (a NaN is passed over by max and min alike).
+  // Every lane starts at the identity; max and min propagate NaN (numpy's max / min), so a
+  // NaN in any lane reaches the result.
   std::array<T, kLanes> part;
   part.fill(static_cast<T>(agg_identity(agg)));
   int x = 0;
@@ -163,8 +163,8 @@ T reduce_chunk(Agg agg, T acc, const T* v, int n) {
     switch (agg) {
       case Agg::sum: for (int l = 0; l < kLanes; ++l) part[l] += v[x + l]; break;
       case Agg::prod: for (int l = 0; l < kLanes; ++l) part[l] *= v[x + l]; break;
-      case Agg::max: for (int l = 0; l < kLanes; ++l) part[l] = v[x + l] > part[l] ? v[x + l] : part[l]; break;
-      case Agg::min: for (int l = 0; l < kLanes; ++l) part[l] = v[x + l] < part[l] ? v[x + l] : part[l]; break;
+      case Agg::max: for (int l = 0; l < kLanes; ++l) part[l] = agg_combine_as<T>(Agg::max, part[l], v[x + l]); break;
+      case Agg::min: for (int l = 0; l < kLanes; ++l) part[l] = agg_combine_as<T>(Agg::min, part[l], v[x + l]); break;
       case Agg::none: break;
     }
   for (; x < n; ++x) part[x % kLanes] = agg_combine_as<T>(agg, part[x % kLanes], v[x]);
@@ -208,8 +208,9 @@ const T* eval_chunk(const ScalarOp& op, const T* const* base, const std::int64_t
       case ScalarFn::sub: for (int x = 0; x < n; ++x) x0[x] = x0[x] - x1[x]; break;
       case ScalarFn::mul: for (int x = 0; x < n; ++x) x0[x] = x0[x] * x1[x]; break;
       case ScalarFn::div: for (int x = 0; x < n; ++x) x0[x] = x0[x] / x1[x]; break;
-      case ScalarFn::max: for (int x = 0; x < n; ++x) x0[x] = x0[x] > x1[x] ? x0[x] : x1[x]; break;
-      case ScalarFn::min: for (int x = 0; x < n; ++x) x0[x] = x0[x] < x1[x] ? x0[x] : x1[x]; break;
+      // NaN in either argument gives NaN (numpy's maximum / minimum), as apply_fn.
+      case ScalarFn::max: for (int x = 0; x < n; ++x) x0[x] = (x1[x] > x0[x] || x1[x] != x1[x]) ? x1[x] : x0[x]; break;
+      case ScalarFn::min: for (int x = 0; x < n; ++x) x0[x] = (x1[x] < x0[x] || x1[x] != x1[x]) ? x1[x] : x0[x]; break;
       case ScalarFn::neg: for (int x = 0; x < n; ++x) x0[x] = -x0[x]; break;
       case ScalarFn::relu: for (int x = 0; x < n; ++x) x0[x] = x0[x] > T(0) ? x0[x] : T(0); break;
       // Transcendentals through Eigen's SIMD implementations (exp, log, tanh, sqrt).
@@ -236,7 +237,7 @@ void generic_path(const Einsum& e, const std::vector<const T*>& ops, T* out, Scr
   const bool agg = e.aggregates();
   std::fill(out, out + out_n, static_cast<T>(agg ? agg_identity(e.agg) : 0.0));
   if (rank == 0) {
-    std::array<double, kMaxRank> v{};
+    std::vector<double> v(nin);  // per operand: any count, not bounded by kMaxRank
     for (int i = 0; i < nin; ++i) v[i] = ops[i][0];
     out[0] = static_cast<T>(e.join.eval(v.data()));
     return;
@@ -271,8 +272,10 @@ void generic_path(const Einsum& e, const std::vector<const T*>& ops, T* out, Scr
     if (j != last) outer[n_outer++] = j;
   const std::int64_t inner = e.join_shape[last];
   const std::int64_t os = out_stride[last];  // 0 when the inner index is aggregated
-  std::array<const T*, kMaxRank> base{};
-  std::array<std::int64_t, kMaxRank> step{};
+  // Per-operand pointers and steps, sized by the operand count (kMaxRank bounds the join
+  // rank, not the number of operands).
+  std::vector<const T*> base(nin);
+  std::vector<std::int64_t> step(nin);
   for (int i = 0; i < nin; ++i) step[i] = stride[i][last];
   std::array<std::int64_t, kMaxRank> c{};
   std::vector<std::int64_t> off(nin, 0);
@@ -294,7 +297,7 @@ void generic_path(const Einsum& e, const std::vector<const T*>& ops, T* out, Scr
       } else if (os == 1 && e.agg == Agg::sum) {
         for (int x = 0; x < n; ++x) o[x] += v[x];
       } else if (os == 1 && e.agg == Agg::max) {
-        for (int x = 0; x < n; ++x) o[x] = v[x] > o[x] ? v[x] : o[x];
+        for (int x = 0; x < n; ++x) o[x] = agg_combine_as<T>(Agg::max, o[x], v[x]);
       } else {
         for (int x = 0; x < n; ++x) o[x * os] = agg_combine_as<T>(e.agg, o[x * os], v[x]);
       }

@@ -1,6 +1,7 @@
 #include "runtime/kernels.h"
 
 #include <array>
+#include <algorithm>
 #include <cassert>
 
 #include "core/error.h"
@@ -29,12 +30,14 @@ Tensor einsum_kernel(const Einsum& e, const std::vector<const Tensor*>& operands
     for (int j = 0; j < e.out_rank; ++j) out_stride[j] = s[j];
   }
   if (e.join_elements() == 0) return out;
-  const double* data[kMaxRank];
+  // Per-operand state is sized by the operand count: an einsum may have any number of
+  // operands, independent of kMaxRank (which bounds the join rank).
+  std::vector<const double*> data(nin);
   for (int i = 0; i < nin; ++i) data[i] = operands[i]->data.data();
   std::array<std::int64_t, kMaxRank> c{};
   std::vector<std::int64_t> off(nin, 0);
   std::int64_t out_off = 0;
-  std::array<double, kMaxRank> vals{};
+  std::vector<double> vals(std::max(nin, e.join.num_holes()), 0.0);
   const bool agg = e.aggregates();
   const bool product2 = e.join.is_product_of_two_holes() && nin == 2;
   const std::int64_t inner = rank > 0 ? e.join_shape[rank - 1] : 1;

@@ -11,12 +11,18 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <barrier>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <latch>
+#include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
+
+#include "core/error.h"
 
 namespace tessel::runtime {
 
@@ -55,8 +61,25 @@ double measure_calls(int workers, double min_seconds, const std::function<void(i
   std::vector<double> per_call(static_cast<std::size_t>(workers));
   std::barrier sync(workers);
   std::vector<std::thread> threads;
+  // Workers wait on `go` until all exist: when creating one fails, the others return
+  // instead of waiting on the barrier for it, and are joined before the error leaves.
+  std::latch go(1);
+  std::atomic<bool> abandon{false};
+  auto start = [&](int w, auto&& fn) {
+    try {
+      threads.emplace_back(fn);
+    } catch (const std::system_error& e) {
+      abandon = true;
+      go.count_down();
+      for (auto& t : threads) t.join();
+      throw ResourceError("cannot start measuring thread " + std::to_string(w + 1) + " of " +
+                          std::to_string(workers) + ": " + e.what());
+    }
+  };
   for (int w = 0; w < workers; ++w)
-    threads.emplace_back([&, w] {
+    start(w, [&, w] {
+      go.wait();
+      if (abandon) return;
       pin_to_core(w);
       set_worker_float_mode();
       setup(w);
@@ -93,6 +116,7 @@ double measure_calls(int workers, double min_seconds, const std::function<void(i
       per_call[static_cast<std::size_t>(w)] = batch[kBatches / 2];
       sync.arrive_and_wait();  // keep every worker busy until all have measured
     });
+  go.count_down();
   for (auto& t : threads) t.join();
   std::sort(per_call.begin(), per_call.end());
   return per_call[per_call.size() / 2];

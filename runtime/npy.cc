@@ -1,8 +1,10 @@
 #include "runtime/npy.h"
 
+#include <charconv>
 #include <cstring>
 #include <regex>
 
+#include "core/checked.h"
 #include "core/error.h"
 #include "core/io.h"
 
@@ -45,17 +47,45 @@ Tensor parse_npy(const std::string& bytes, const std::string& what) {
   if (m[1] == "True") fail(what, ": Fortran-order arrays are not supported (save with np.ascontiguousarray)");
   if (!std::regex_search(header, m, std::regex("'shape'\\s*:\\s*\\(([^)]*)\\)")))
     fail(what, ": .npy header has no 'shape'");
+  // The shape tuple as numpy writes it: non-negative decimal integers separated by
+  // commas, optionally a trailing comma ("()", "(3,)", "(2, 3)"). Anything else (-1, 2.0,
+  // 0x2, 'a', an empty item) is an error, never read loosely.
   Shape shape;
-  std::string dims = m[1];
-  std::regex num("\\d+");
-  for (auto it = std::sregex_iterator(dims.begin(), dims.end(), num); it != std::sregex_iterator(); ++it)
-    shape.push_back(std::stoll(it->str()));
+  const std::string dims = m[1];
+  std::size_t pos = 0;
+  auto skip_spaces = [&] {
+    while (pos < dims.size() && (dims[pos] == ' ' || dims[pos] == '\t')) ++pos;
+  };
+  skip_spaces();
+  while (pos < dims.size()) {
+    const std::size_t start = pos;
+    while (pos < dims.size() && dims[pos] >= '0' && dims[pos] <= '9') ++pos;
+    const std::string d = dims.substr(start, pos - start);
+    skip_spaces();
+    if (d.empty() || (pos < dims.size() && dims[pos] != ','))
+      fail(what, ": .npy header: shape (", dims, ") is not a tuple of non-negative integers");
+    std::int64_t v = 0;
+    auto [end, ec] = std::from_chars(d.data(), d.data() + d.size(), v);
+    if (ec != std::errc() || end != d.data() + d.size()) fail(what, ": .npy shape size ", d, " does not fit 64 bits");
+    shape.push_back(v);
+    if (pos < dims.size()) ++pos;  // the comma
+    skip_spaces();
+  }
+  if (shape.size() == 1 && dims.find(',') == std::string::npos)
+    fail(what, ": .npy header: shape (", dims, ") is not a tuple (a one-element tuple ends in a comma)");
   if (shape.size() > static_cast<std::size_t>(kMaxRank)) fail(what, ": rank ", shape.size(), " exceeds ", kMaxRank);
-  Tensor t(shape, dtype);
-  std::size_t data_start = header_start + header_len;
-  std::size_t need = static_cast<std::size_t>(t.size()) * elem;
-  if (bytes.size() - data_start < need)
+  // The declared size against the bytes present, before anything is allocated: a
+  // 128-byte file may declare 2^30 elements.
+  std::int64_t need = 0;
+  try {
+    need = checked_mul(elements(shape), static_cast<std::int64_t>(elem), "bytes of data");
+  } catch (const Error& e) {
+    fail(what, ": .npy header: ", e.what());
+  }
+  const std::size_t data_start = header_start + header_len;
+  if (bytes.size() - data_start < static_cast<std::size_t>(need))
     fail(what, ": truncated data: ", bytes.size() - data_start, " bytes for shape ", to_string(shape), " (need ", need, ")");
+  Tensor t(shape, dtype);
   const char* p = bytes.data() + data_start;
   for (std::int64_t i = 0; i < t.size(); ++i) {
     if (elem == 4) {

@@ -135,7 +135,7 @@ class AlphaBeta final : public NetworkModel {
     Transfer& t = transfers_[static_cast<std::size_t>(id)];
     ++t.version;
     // Exact while the slowdown is 1: remaining_ps then holds an integer.
-    auto d = static_cast<SimTime>(std::llround(t.remaining_ps * t.slowdown));
+    const SimTime d = to_sim_ps(t.remaining_ps * t.slowdown);  // saturates at the clock's limit
     events_.push(now + d, Event{id, t.version});
   }
 

@@ -131,7 +131,11 @@ TaskGraph collective_task_graph(Collective c, int n, std::int64_t bytes, DType d
   const std::int64_t elements = bytes / eb;
   if (elements < n)
     fail("collective ", to_string(c), ": ", elements, " elements cannot be split into ", n, " chunks (one per rank)");
-  auto lo = [&](int chunk) { return static_cast<std::int64_t>(chunk) * elements / n; };
+  // floor(chunk * elements / n) without forming the product, which overflows for large
+  // collectives: chunk * (q n + r) / n = chunk q + floor(chunk r / n), with chunk, r < 2^17.
+  auto lo = [&](int chunk) {
+    return static_cast<std::int64_t>(chunk) * (elements / n) + static_cast<std::int64_t>(chunk) * (elements % n) / n;
+  };
   auto len = [&](int chunk) { return lo(chunk + 1) - lo(chunk); };
   auto mod = [n](int v) { return ((v % n) + n) % n; };
 

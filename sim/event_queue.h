@@ -2,15 +2,19 @@
 // The simulator's clock and event queue.
 //
 // Time is an integer count of picoseconds (SimTime). int64 picoseconds resolve a
-// nanosecond kernel a thousand times over and still span ±106 days, so a task of a few
-// nanoseconds and an hour-long run share one exact clock; durations are rounded to the
-// nearest picosecond once, when a task starts, and sums of integers never drift.
+// nanosecond kernel a thousand times over; the clock's range is kMaxSimTime, 4e18 ps
+// (4,000,000 s, about 46 days), so a task of a few nanoseconds and a month-long run share
+// one exact clock. Durations are rounded to the nearest picosecond once, when a task
+// starts, and sums of integers never drift. Every duration saturates at kMaxSimTime and
+// every event the loop reaches lies below it, so a time plus a duration (at most 8e18)
+// never overflows; a run that would pass the limit stops with an Error naming it.
 //
 // EventQueue is a binary heap ordered by (time, sequence number): events at the same
 // time come out in the order they were pushed, and time never goes backwards (pushing
 // an event earlier than the last one popped is a programming error, asserted). The
 // same inputs therefore give the same event order, bit for bit.
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <cstdint>
@@ -24,11 +28,21 @@ using SimTime = std::int64_t;
 inline constexpr SimTime kNever = std::numeric_limits<SimTime>::max();
 inline constexpr double kPicosecondsPerSecond = 1e12;
 
-// Seconds → picoseconds, rounded to the nearest picosecond.
-[[nodiscard]] inline SimTime to_sim_time(double seconds) {
-  assert(seconds >= 0 && seconds < 9.2e6);
-  return static_cast<SimTime>(std::llround(seconds * kPicosecondsPerSecond));
+/// The clock's range: 4e18 ps = 4,000,000 s (46.3 days). Twice it fits int64.
+inline constexpr SimTime kMaxSimTime = 4'000'000'000'000'000'000;
+inline constexpr double kMaxSimSeconds = static_cast<double>(kMaxSimTime) / kPicosecondsPerSecond;
+
+// Picoseconds → SimTime, rounded to the nearest picosecond, saturating at kMaxSimTime
+// (infinity and NaN too): the caller compares with kMaxSimTime where it can name the task.
+[[nodiscard]] inline SimTime to_sim_ps(double ps) {
+  assert(!(ps < 0));
+  if (!(ps < static_cast<double>(kMaxSimTime))) return kMaxSimTime;
+  return static_cast<SimTime>(std::llround(ps));
 }
+// Seconds → picoseconds, rounded to the nearest picosecond, saturating at kMaxSimTime.
+[[nodiscard]] inline SimTime to_sim_time(double seconds) { return to_sim_ps(seconds * kPicosecondsPerSecond); }
+// a + b for two times within the range, saturating at kMaxSimTime.
+[[nodiscard]] inline SimTime add_sim_time(SimTime a, SimTime b) { return std::min(a + b, kMaxSimTime); }
 [[nodiscard]] inline double to_seconds(SimTime t) { return static_cast<double>(t) / kPicosecondsPerSecond; }
 
 template <class Payload>

@@ -285,7 +285,7 @@ class Flow final : public NetworkModel {
       t.last = now;
       t.rate = rate;
       ++t.version;
-      events_.push(now + static_cast<SimTime>(std::llround(t.remaining / rate * kPicosecondsPerSecond)),
+      events_.push(now + to_sim_ps(t.remaining / rate * kPicosecondsPerSecond),
                    Event{f, t.version, Kind::finish});
     }
   }

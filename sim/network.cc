@@ -15,7 +15,7 @@ std::int32_t RouteTable::add(const Machine& m, const std::vector<LinkId>& route)
     if (std::find(links.begin() + e.offset, links.end(), l) != links.end()) continue;
     links.push_back(l);
     const Link& link = m.link(l);
-    e.latency += to_sim_time(link.latency_s);
+    e.latency = add_sim_time(e.latency, to_sim_time(link.latency_s));
     e.bytes_per_s = std::min(e.bytes_per_s, link.bytes_per_s);
   }
   e.length = static_cast<std::int32_t>(links.size()) - e.offset;

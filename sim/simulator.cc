@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/checked.h"
 #include "core/error.h"
 #include "sim/compute_model.h"
 #include "sim/event_queue.h"
@@ -196,8 +197,9 @@ class Run {
         }
         const std::int32_t r = *slot;
         in.route = r;
-        for (LinkId l : routes_.route(r)) link_bytes_[l.index()] += t.bytes;
-        bytes_moved_ += t.bytes;
+        for (LinkId l : routes_.route(r))
+          link_bytes_[l.index()] = checked_add(link_bytes_[l.index()], t.bytes, "simulate: bytes over one link");
+        bytes_moved_ = checked_add(bytes_moved_, t.bytes, "simulate: bytes moved");
         SimTime serial = t.bytes > 0 ? to_sim_time(static_cast<double>(t.bytes) / routes_.bytes_per_s(r)) : 0;
         // A copy loop's per-row cost (the receiving CPU worker's strided copy), before its
         // bytes flow.
@@ -205,14 +207,16 @@ class Run {
         if (row_s > 0) {
           if (move_rows_.empty()) move_rows_.assign(n, 0);
           move_rows_[i] = to_sim_time(inner_rows(t) * row_s);
-          serial += move_rows_[i];
+          serial = add_sim_time(serial, move_rows_[i]);
         }
-        in.rank = routes_.latency(r) + serial;
+        in.rank = add_sim_time(routes_.latency(r), serial);
+        if (in.rank >= kMaxSimTime) fail_beyond_clock(i, "its transfer");
         in.amount = t.bytes;
       } else if (in.lane != kNoLane) {
         const double measured = o_.task_seconds.empty() ? -1.0 : o_.task_seconds[i];
         in.rank = in.amount =
             to_sim_time(measured >= 0 ? measured : compute_seconds(t, tg_, *type_of[t.device.index()]));
+        if (in.amount >= kMaxSimTime) fail_beyond_clock(i, "it");
       }
     }
     // In flight at once: comm_channels moves per device; ids are the slots of moves_active_.
@@ -246,7 +250,7 @@ class Run {
         SimTime best = 0;
         for (auto s = adj_offset_[i] + info_[i].reads; s < adj_offset_[i + 1]; ++s)
           best = std::max(best, info_[static_cast<std::size_t>(adj_[static_cast<std::size_t>(s)])].rank);
-        info_[i].rank += best;
+        info_[i].rank = add_sim_time(info_[i].rank, best);
       }
     } else {
       for (Info& in : info_) in.rank = 0;
@@ -324,6 +328,23 @@ class Run {
     queue_.reserve(static_cast<std::size_t>(devices_) * 4);
   }
 
+  // ---- the clock's limit ------------------------------------------------------
+
+  [[noreturn]] void fail_beyond_clock(std::size_t i, const char* what) const {
+    const Task& t = tg_.tasks[i];
+    fail("simulate: task ", i, " (", to_string(t.kind), " on device ", t.device.value, ") alone: ", what,
+         " would take at least ", kMaxSimSeconds, " s, the simulator's clock limit (4e18 ps, about 46 days)");
+  }
+
+  [[noreturn]] void fail_clock_limit() const {
+    std::string running;
+    for (std::size_t dev = 0; dev < compute_running_.size() && running.empty(); ++dev)
+      if (compute_running_[dev] >= 0) running = "; task " + std::to_string(compute_running_[dev]) + " is running on device " + std::to_string(dev);
+    fail("simulate: the simulated run passes ", kMaxSimSeconds,
+         " s, the simulator's clock limit (4e18 ps, about 46 days)", running,
+         " — a machine too slow for the workload (check its flop/s and link bandwidths) or a workload too large");
+  }
+
   // ---- event loop -------------------------------------------------------------
 
   void loop() {
@@ -333,6 +354,7 @@ class Run {
     for (;;) {
       SimTime t = std::min(queue_.next_time(), network_->next_time());
       if (t == kNever) break;
+      if (t >= kMaxSimTime) fail_clock_limit();
       do {
         while (queue_.next_time() == t) {
           Event e = queue_.pop();
@@ -553,8 +575,8 @@ class Run {
         if (!seen_before(k, reads[k])) count(reads[k]);
       if (in.writes >= 0 && !seen_before(in.reads, in.writes)) count(in.writes);
       if (total > 0)
-        extra = static_cast<SimTime>(std::llround(static_cast<double>(cold_extra_[ui]) * static_cast<double>(missing) /
-                                                  static_cast<double>(total)));
+        extra = to_sim_ps(static_cast<double>(cold_extra_[ui]) * static_cast<double>(missing) /
+                          static_cast<double>(total));
     }
     if (in.lane == kComm) {  // a move: its destination, on the receiving device
       cache_use(in.writes);
@@ -610,7 +632,7 @@ class Run {
   void schedule_compute(std::int32_t i, std::size_t dev, SimTime t) {
     ++run_version_[dev];
     // Exact while the factor is 1: run_remaining_ then holds an integer.
-    auto d = static_cast<SimTime>(std::llround(run_remaining_[dev] * run_factor_[dev]));
+    const SimTime d = to_sim_ps(run_remaining_[dev] * run_factor_[dev]);  // saturates at the clock's limit
     queue_.push(t + d, Event{i, run_version_[dev]});
   }
 
@@ -712,7 +734,8 @@ class Run {
 
   void add_live(std::size_t dev, std::int64_t delta, SimTime t) {
     std::int64_t& live = live_[dev];
-    live += delta;
+    if (__builtin_add_overflow(live, delta, &live))
+      fail("simulate: the bytes live on device ", dev, " overflow 64-bit integers (more than ", kMaxInt64, ")");
     if (live > peak_[dev]) {
       peak_[dev] = live;
       peak_ps_[dev] = t;

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/checked.h"
 #include "core/error.h"
 #include "core/json_read.h"
 
@@ -30,7 +31,7 @@ std::int32_t id_field(const json& j, const char* key, const std::string& what, s
 }
 
 Rect rect_from(const json& j, const Shape& whole, const std::string& what) {
-  if (!j.is_object()) fail(what, ": expected {\"offset\": [...], \"size\": [...]}, got ", j.dump());
+  if (!j.is_object()) fail(what, ": expected {\"offset\": [...], \"size\": [...]}, got ", json_read::describe(j));
   const json& off = field(j, "offset", what);
   const json& size = field(j, "size", what);
   if (!off.is_array() || !size.is_array() || off.size() != size.size() || off.size() > static_cast<std::size_t>(kMaxRank))
@@ -120,10 +121,10 @@ json to_json(const TaskGraph& tg) {
 
 TaskGraph task_graph_from_json(const json& j, std::string_view what_sv) {
   const std::string what(what_sv);
-  if (!j.is_object()) fail(what, ": expected a task graph object, got ", j.dump().substr(0, 80));
+  if (!j.is_object()) fail(what, ": expected a task graph object, got ", json_read::describe(j));
   TaskGraph tg;
   std::int64_t devices = integer(field(j, "devices", what), what + ".devices");
-  if (devices < 1 || devices > 1'000'000'000) fail(what, ".devices: must be >= 1, got ", devices);
+  if (devices < 1 || devices > kMaxDevices) fail(what, ".devices: must be in [1, ", kMaxDevices, "], got ", devices);
   tg.num_devices = static_cast<int>(devices);
 
   const json& buffers = field(j, "buffers", what);
@@ -131,7 +132,7 @@ TaskGraph task_graph_from_json(const json& j, std::string_view what_sv) {
   for (std::size_t i = 0; i < buffers.size(); ++i) {
     const json& bj = buffers[i];
     std::string w = what + ".buffers[" + std::to_string(i) + "]";
-    if (!bj.is_object()) fail(w, ": expected an object, got ", bj.dump());
+    if (!bj.is_object()) fail(w, ": expected an object, got ", json_read::describe(bj));
     Buffer b;
     b.device = DeviceId(id_field(bj, "device", w, devices, "device"));
     const json& shape = field(bj, "shape", w);
@@ -142,8 +143,13 @@ TaskGraph task_graph_from_json(const json& j, std::string_view what_sv) {
       if (v < 0) fail(w, ".shape: negative size ", v);
       b.shape.push_back(v);
     }
-    if (bj.contains("dtype")) b.dtype = parse_dtype(bj.at("dtype").get<std::string>(), w + ".dtype");
-    if (bj.contains("init")) b.init = parse_agg(bj.at("init").get<std::string>(), w + ".init");
+    if (bj.contains("dtype")) b.dtype = parse_dtype(json_read::string(bj.at("dtype"), w + ".dtype"), w + ".dtype");
+    if (bj.contains("init")) b.init = parse_agg(json_read::string(bj.at("init"), w + ".init"), w + ".init");
+    try {
+      (void)checked_mul(elements(b.shape), dtype_bytes(b.dtype), "bytes");
+    } catch (const Error& e) {
+      fail(w, ".shape: ", e.what());
+    }
     b.node = NodeId(bj.contains("node") ? static_cast<std::int32_t>(integer(bj.at("node"), w + ".node")) : 0);
     tg.buffers.push_back(std::move(b));
   }
@@ -157,7 +163,7 @@ TaskGraph task_graph_from_json(const json& j, std::string_view what_sv) {
   for (std::size_t i = 0; i < tasks.size(); ++i) {
     const json& tj = tasks[i];
     std::string w = what + ".tasks[" + std::to_string(i) + "]";
-    if (!tj.is_object()) fail(w, ": expected an object, got ", tj.dump());
+    if (!tj.is_object()) fail(w, ": expected an object, got ", json_read::describe(tj));
     Task t;
     const std::string kind = field(tj, "kind", w).is_string() ? tj.at("kind").get<std::string>() : "";
     if (kind == "input") t.kind = TaskKind::input;
@@ -165,7 +171,7 @@ TaskGraph task_graph_from_json(const json& j, std::string_view what_sv) {
     else if (kind == "touch") t.kind = TaskKind::touch;
     else if (kind == "move") t.kind = TaskKind::move;
     else if (kind == "output") t.kind = TaskKind::output;
-    else fail(w, ".kind: expected input, compute, touch, move or output, got ", tj.at("kind").dump());
+    else fail(w, ".kind: expected input, compute, touch, move or output, got ", json_read::describe(tj.at("kind")));
     t.device = DeviceId(id_field(tj, "device", w, devices, "device"));
     t.dst_device = tj.contains("dst_device") ? DeviceId(id_field(tj, "dst_device", w, devices, "device")) : t.device;
     if (t.kind == TaskKind::move && !tj.contains("dst_device")) fail(w, ": a move needs \"dst_device\"");
@@ -203,13 +209,13 @@ TaskGraph task_graph_from_json(const json& j, std::string_view what_sv) {
       std::string op = tj.at("op").is_string() ? tj.at("op").get<std::string>() : "";
       if (op == "copy") t.op = TouchOp::copy;
       else if (op == "accumulate") t.op = TouchOp::accumulate;
-      else fail(w, ".op: expected copy or accumulate, got ", tj.at("op").dump());
+      else fail(w, ".op: expected copy or accumulate, got ", json_read::describe(tj.at("op")));
     }
-    if (tj.contains("agg")) t.agg = parse_agg(tj.at("agg").get<std::string>(), w + ".agg");
+    if (tj.contains("agg")) t.agg = parse_agg(json_read::string(tj.at("agg"), w + ".agg"), w + ".agg");
     if (tj.contains("flops")) {
       const json& f = tj.at("flops");
       if (!f.is_number() || !(f.get<double>() >= 0) || !std::isfinite(f.get<double>()))
-        fail(w, ".flops: expected a finite number >= 0, got ", f.dump());
+        fail(w, ".flops: expected a finite number >= 0, got ", json_read::describe(f));
       t.flops = f.get<double>();
     }
     t.bytes = tj.contains("bytes") ? integer(tj.at("bytes"), w + ".bytes") : shape_of.bytes();

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include "core/error.h"
 #include "core/workloads.h"
 
@@ -96,6 +98,33 @@ TEST(Decomposition, PostAggregationOutputPartitionsRoundTripAndAreChecked) {
   Decomposition e = decomposition_from_parts(g, 2, {});
   e.nodes[3].output = Partition::even({8, 8}, {2, 1});
   EXPECT_THROW(e.validate(g), Error);  // nothing aggregated is split
+}
+
+// Requests beyond the limits are refused before any block is made, and large sizes
+// split without overflow.
+TEST(Partition, TooManyBlocksIsAnErrorAndHugeSizesSplitExactly) {
+  const std::int64_t big = std::int64_t{1} << 20;
+  try {
+    (void)Partition::even({big, big, big}, {4096, 4096, 1});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("partition 4096x4096x1: more than 4194304 blocks"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW((void)Partition::from_bounds({std::vector<std::int64_t>(5'000'000)}), Error);
+  const std::int64_t huge = (std::int64_t{1} << 62) + 3;
+  Partition p = Partition::even({huge}, {3});
+  const std::int64_t q = huge / 3;  // huge = 3q + 1: floor(huge i / 3) = q i for i < 3
+  EXPECT_EQ(p.bounds()[0], (std::vector<std::int64_t>{0, q, 2 * q, huge}));
+}
+
+TEST(Decomposition, SplitLargestFactorsALargePrimeBlockCountAtOnce) {
+  // 2147483647 is prime: factoring by trial division up to it took minutes.
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(split_largest_parts({256, 256}, 2147483647), (std::vector<int>{1, 1}));
+  EXPECT_EQ(split_largest_parts({256, 256}, 2 * 65521), (std::vector<int>{2, 1}));  // 65521 > 256: not applied
+  EXPECT_EQ(split_largest_parts({64, 32}, 12), (std::vector<int>{6, 2}));
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0);
 }
 
 }  // namespace

@@ -12,6 +12,15 @@ namespace {
 
 double eval(const char* text, std::vector<double> x) { return ScalarOp::parse(text).eval(x.data()); }
 
+std::string parse_error(const std::string& text) {
+  try {
+    (void)ScalarOp::parse(text);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
 TEST(ScalarOp, EveryFunctionEvaluatesToItsClosedForm) {
   EXPECT_DOUBLE_EQ(eval("add(x0,x1)", {2, 3}), 5);
   EXPECT_DOUBLE_EQ(eval("sub(x0,x1)", {2, 3}), -1);
@@ -104,6 +113,24 @@ TEST(ScalarOp, DeepEvaluationStacksAreRejectedNotOverflowed) {
   std::string deep = "x0";
   for (int i = 0; i < 40; ++i) deep = "add(x1," + deep + ")";
   EXPECT_THROW((void)ScalarOp::parse(deep), Error);
+}
+
+// Calls nested 200,000 deep (exp(exp(...)) needs a stack of one value, so the
+// evaluation-stack bound does not catch it): a parse error naming the limit, not a
+// stack overflow in the recursive parser.
+TEST(ScalarOp, DeeplyNestedCallsAreAParseErrorNotAStackOverflow) {
+  std::string deep;
+  for (int i = 0; i < 200'000; ++i) deep += "exp(";
+  deep += "x0";
+  deep += std::string(200'000, ')');
+  const std::string m = parse_error(deep);
+  EXPECT_NE(m.find("calls nest deeper than 256 levels"), std::string::npos) << m.substr(0, 200);
+  EXPECT_LT(m.size(), 300u) << "the message quotes a long text in part";
+  std::string ok = "x0";
+  for (int i = 0; i < 200; ++i) ok = "exp(" + ok + ")";
+  EXPECT_NO_THROW((void)ScalarOp::parse(ok));
+  // An input index too large for an int is an error, not index 0.
+  EXPECT_NE(parse_error("x99999999999").find("input index 'x99999999999' is too large"), std::string::npos);
 }
 
 }  // namespace

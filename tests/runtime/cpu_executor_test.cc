@@ -12,6 +12,7 @@
 #include "core/task_graph.h"
 #include "core/workloads.h"
 #include "runtime/cpu_kernels.h"
+#include "runtime/kernels.h"
 
 namespace tessel::runtime {
 namespace {
@@ -182,26 +183,96 @@ TEST(CpuExecutor, WorkersFlushSubnormalResultsToZero) {
 #endif
 }
 
-// A reduction in partial results must pass over a NaN exactly as one running result
-// does (v > acc is false for a NaN): the largest number wins, wherever the NaN sits.
-TEST(CpuKernels, MaxAndMinReductionsPassOverNaNLikeTheReference) {
-  for (std::int64_t n : {17, 40, 300})
-    for (std::int64_t nan_at : {std::int64_t{0}, std::int64_t{5}, n - 1}) {
+// max and min propagate NaN as numpy's max / min do, wherever the NaN sits among the 16
+// partial results (a NaN 16 and 32 places before the extremes shares their lane); the
+// reference kernel agrees.
+TEST(CpuKernels, MaxAndMinReductionsPropagateNaNLikeNumpy) {
+  for (std::int64_t n : {3, 17, 40, 300})
+    for (std::int64_t nan_at : {std::int64_t{0}, std::int64_t{2}, n - 1}) {
       std::vector<float> v(static_cast<std::size_t>(n), 0.f);
-      // The extremes 16 and 32 places after the NaN: the same lane of 16 partial results.
       v[static_cast<std::size_t>((nan_at + 16) % n)] = 100.f;
       v[static_cast<std::size_t>((nan_at + 32) % n)] = -100.f;
       v[static_cast<std::size_t>(nan_at)] = std::nanf("");
       for (Agg agg : {Agg::max, Agg::min}) {
         Einsum e = Einsum::from_subscripts("i->", {{n}}, ScalarOp::parse("x0"), agg);
-        double want = agg_identity(agg);
-        for (float x : v) want = agg_combine(agg, want, x);
         float out = 0;
         cpu::Scratch<float> scratch;
         cpu::einsum_block<float>(e, {v.data()}, &out, scratch);
-        EXPECT_EQ(out, static_cast<float>(want)) << "n=" << n << " NaN at " << nan_at << " " << to_string(agg);
+        EXPECT_TRUE(std::isnan(out)) << "n=" << n << " NaN at " << nan_at << " " << to_string(agg) << ": " << out;
+        Tensor t({n}, DType::f32);
+        for (std::int64_t i = 0; i < n; ++i) t.data[static_cast<std::size_t>(i)] = v[static_cast<std::size_t>(i)];
+        EXPECT_TRUE(std::isnan(einsum_kernel(e, {&t}).data[0])) << "reference, n=" << n << " NaN at " << nan_at;
       }
     }
+}
+
+// Row-wise reductions (one output per row, the os == 1 fast path) and the join's max /
+// min (numpy's maximum / minimum) propagate NaN too.
+TEST(CpuKernels, RowReductionsAndMaxMinJoinsPropagateNaN) {
+  std::vector<double> v(4 * 40, 1.0);
+  v[3] = std::nan("");  // row 0 of the column reduction "ij->j" and of "ij->i"
+  for (const char* sub : {"ij->j", "ij->i"})
+    for (Agg agg : {Agg::max, Agg::min}) {
+      Einsum e = Einsum::from_subscripts(sub, {{4, 40}}, ScalarOp::parse("x0"), agg);
+      std::vector<double> out(static_cast<std::size_t>(elements(e.out_shape())));
+      cpu::Scratch<double> scratch;
+      cpu::einsum_block<double>(e, {v.data()}, out.data(), scratch);
+      EXPECT_TRUE(std::isnan(std::string(sub) == "ij->j" ? out[3] : out[0])) << sub << " " << to_string(agg);
+    }
+  for (const char* join : {"max(x0,x1)", "min(x0,x1)", "max(x1,x0)", "min(x1,x0)"}) {
+    Einsum e = Einsum::from_subscripts("i,i->i", {{40}, {40}}, ScalarOp::parse(join));
+    std::vector<double> a(40, 1.0), b(40, 2.0);
+    a[7] = std::nan("");
+    std::vector<double> out(40);
+    cpu::Scratch<double> scratch;
+    cpu::einsum_block<double>(e, {a.data(), b.data()}, out.data(), scratch);
+    EXPECT_TRUE(std::isnan(out[7])) << join;
+    EXPECT_FALSE(std::isnan(out[8])) << join;
+    const double args[2] = {a[7], b[7]};
+    EXPECT_TRUE(std::isnan(ScalarOp::parse(join).eval(args))) << join << " (reference)";
+  }
+}
+
+// Per-operand state is sized by the operand count: nine vectors multiplied elementwise
+// (kMaxRank is 8) through the CPU kernel and the reference kernel, on both paths.
+TEST(CpuKernels, EinsumsWithMoreOperandsThanTheMaximumRankRun) {
+  for (int nin : {9, 12}) {
+    std::string sub;
+    for (int i = 0; i < nin; ++i) sub += i ? ",i" : "i";
+    sub += "->i";
+    std::vector<Shape> shapes(static_cast<std::size_t>(nin), Shape{300});
+    Einsum e = Einsum::from_subscripts(sub, shapes, std::nullopt, std::nullopt, DType::f64);
+    std::vector<Tensor> ts;
+    for (int i = 0; i < nin; ++i) ts.push_back(Tensor({300}, DType::f64, 1.0 + 0.1 * i));
+    double want = 1;
+    for (int i = 0; i < nin; ++i) want *= 1.0 + 0.1 * i;
+    std::vector<const Tensor*> ops;
+    std::vector<const double*> raw;
+    for (const Tensor& t : ts) {
+      ops.push_back(&t);
+      raw.push_back(t.data.data());
+    }
+    Tensor ref = einsum_kernel(e, ops);
+    std::vector<double> out(300);
+    cpu::Scratch<double> scratch;
+    cpu::einsum_block<double>(e, raw, out.data(), scratch);
+    for (std::size_t x = 0; x < 300; ++x) {
+      EXPECT_NEAR(ref.data[x], want, 1e-12) << nin << " operands, reference, element " << x;
+      EXPECT_NEAR(out[x], want, 1e-12) << nin << " operands, CPU kernel, element " << x;
+    }
+    // A scalar einsum (rank 0) takes its own branch.
+    std::string scalar_sub(static_cast<std::size_t>(nin - 1), ',');
+    scalar_sub += "->";
+    Einsum s = Einsum::from_subscripts(scalar_sub, std::vector<Shape>(static_cast<std::size_t>(nin), Shape{}),
+                                       std::nullopt, std::nullopt, DType::f64);
+    std::vector<Tensor> ss;
+    for (int i = 0; i < nin; ++i) ss.push_back(Tensor({}, DType::f64, 1.0 + 0.1 * i));
+    std::vector<const double*> sraw;
+    for (const Tensor& t : ss) sraw.push_back(t.data.data());
+    double sout = 0;
+    cpu::einsum_block<double>(s, sraw, &sout, scratch);
+    EXPECT_NEAR(sout, want, 1e-12) << nin << " scalar operands";
+  }
 }
 
 TEST(CpuKernels, ContractionsTakeTheGemmPathAndOthersTheGenericOne) {

@@ -51,5 +51,39 @@ TEST(Npy, BadFilesAreErrorsNamingTheFileAndTheProblem) {
   EXPECT_THROW((void)read_npy("/nonexistent/x.npy"), Error);
 }
 
+// A header may declare any shape: the bytes it implies are checked (for overflow, then
+// against the data present) before anything is allocated. 2^30 elements in a 128-byte
+// file would otherwise allocate 8 GiB first.
+TEST(Npy, ADeclaredShapeBeyondTheDataIsAnErrorBeforeAllocating) {
+  auto with_shape = [](const std::string& shape) {
+    std::string bytes = encode_npy(random_tensor({3}, DType::f32, 1));
+    const auto at = bytes.find("(3,)");
+    bytes.replace(at, 4, shape);
+    bytes.erase(bytes.find("\n") - (shape.size() - 4), shape.size() - 4);  // padding: same header length
+    return bytes;
+  };
+  EXPECT_NE(error_of(with_shape("(1073741824,)")).find("x.npy: truncated data: 12 bytes for shape [1073741824] (need 4294967296)"),
+            std::string::npos);
+  EXPECT_NE(error_of(with_shape("(4294967296, 4294967296)")).find("x.npy: .npy header: shape [4294967296,4294967296]: its element count overflows"),
+            std::string::npos);
+  EXPECT_NE(error_of(with_shape("(2305843009213693952,)")).find("bytes of data: 2305843009213693952 x 4 overflows"),
+            std::string::npos);
+  EXPECT_NE(error_of(with_shape("(99999999999999999999,)")).find("does not fit 64 bits"), std::string::npos);
+}
+
+// The shape tuple is read strictly: (-1, 3) was read as (1, 3), (2.0, 3) as (2, 0, 3).
+TEST(Npy, AShapeThatIsNotATupleOfNonNegativeIntegersIsAnError) {
+  auto with_shape = [](const std::string& shape) {
+    std::string bytes = encode_npy(random_tensor({3}, DType::f32, 1));
+    bytes.replace(bytes.find("(3,)"), 4, shape);
+    bytes.erase(bytes.find("\n") - (shape.size() - 4), shape.size() - 4);
+    return bytes;
+  };
+  for (const char* bad : {"(-1, 3)", "(2.0, 3)", "(0x2, 3)", "('a', 3)", "(3,,)", "(, 3)", "(3 4)", "(3 )"})
+    EXPECT_NE(error_of(with_shape(bad)).find("x.npy: .npy header: shape"), std::string::npos) << bad;
+  EXPECT_EQ(error_of(with_shape("(3, )")), "no error");
+  EXPECT_EQ(error_of(with_shape("( 3,)")), "no error");
+}
+
 }  // namespace
 }  // namespace tessel::runtime

@@ -385,6 +385,47 @@ TEST(Simulator, ErrorsNameTheProblem) {
   EXPECT_NE(error_of([&] { (void)simulate(small, f64_less); }).find("f32"), std::string::npos);
 }
 
+// The picosecond clock spans 4e6 s (46 days): a run up to it is timed exactly, a task
+// or a run beyond it is an error naming the limit (and the task) instead of a wrapped
+// clock reporting 0 s or a slow link simulating fast.
+TEST(Simulator, RunsBeyondTheClocksRangeAreErrorsNotWrappedTimes) {
+  for (const char* model : kModels) {
+    Machine m = bare_machine(1, 1e12);
+    TgBuilder near(1);
+    near.compute(0, 3.9e18, 0, {});  // 3.9e6 s
+    SimResult r = simulate(near.graph(), m, options(model));
+    EXPECT_EQ(ps(r.makespan_s), std::int64_t{3'900'000} * 1'000'000'000'000) << model;
+
+    TgBuilder one(1);
+    one.compute(0, 1e19, 0, {});  // 1e7 s alone
+    EXPECT_NE(error_of([&] { (void)simulate(one.graph(), m, options(model)); })
+                  .find("task 0 (compute on device 0) alone: it would take at least 4e+06 s, the simulator's clock limit"),
+              std::string::npos)
+        << model;
+
+    TgBuilder two(1);
+    BufferId a = two.compute(0, 3e18, 0, {});  // 3e6 s, then 3e6 s more: the sum passes the limit
+    two.compute(0, 3e18, 0, {a});
+    EXPECT_NE(error_of([&] { (void)simulate(two.graph(), m, options(model)); })
+                  .find("the simulated run passes 4e+06 s, the simulator's clock limit"),
+              std::string::npos)
+        << model;
+
+    // A link of 1e-9 B/s: 4 MB take 4e15 s.
+    Machine slow = testing::switch_machine(2, 0, 1e-9);
+    TgBuilder mv(2);
+    mv.move(mv.input(0, 4'000'000), 1);
+    EXPECT_NE(error_of([&] { (void)simulate(mv.graph(), slow, options(model)); })
+                  .find("task 1 (move on device 0) alone: its transfer would take at least 4e+06 s"),
+              std::string::npos)
+        << model;
+  }
+  // The reproducer: one CPU device multiplying 10^6 x 10^6 matrices (4e18 flop, 2.3e7 s on the preset).
+  Graph g = build_workload("chain:size=1000000");
+  TaskGraph tg = lower(g, split_largest(g, 1));
+  EXPECT_NE(error_of([&] { (void)simulate(tg, machine_preset("cpu")); }).find("clock limit"), std::string::npos);
+}
+
 TEST(Simulator, ToJsonHasTheFieldsTheCliPromises) {
   Graph g = build_workload("chain");
   TaskGraph tg = lower(g, split_largest(g, 4));
