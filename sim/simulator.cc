@@ -463,7 +463,7 @@ class Run {
     const std::int32_t i = r.task;
     const auto ui = static_cast<std::size_t>(i);
     const Info& in = info_[ui];
-    __builtin_prefetch(&adj_[static_cast<std::size_t>(adj_offset_[ui])]);  // read when it completes
+    __builtin_prefetch(adj_.data() + adj_offset_[ui]);  // read when it completes
     rec_[ui].start = t;
     // Critical path: whichever of (last dependency, barrier, lane predecessor) released it last.
     std::int32_t cause = r.by;
