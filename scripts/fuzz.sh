@@ -27,8 +27,10 @@ if [ -f "$build/CMakeCache.txt" ] && [ ! -f "$build/build.ninja" ] && [ ! -f "$b
   rm -rf "$build/CMakeCache.txt" "$build/CMakeFiles"
 fi
 if [ ! -f "$build/CMakeCache.txt" ]; then
-  # -gline-tables-only: file and line in every stack trace at little cost.
-  cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+  # -O1 as libFuzzer advises (fast to build, still fast to run), asserts kept (no NDEBUG)
+  # so that a broken invariant is a finding too; -gline-tables-only: file and line in
+  # every stack trace at little cost.
+  cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE=-O1 \
     -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_CXX_FLAGS=-gline-tables-only \
     -DTESSEL_FUZZ=ON -DTESSEL_BUILD_TESTS=OFF -DTESSEL_BUILD_BENCH=OFF -DTESSEL_CUDA=OFF -DTESSEL_MPI=OFF \
     ${CMAKE_ARGS:-}
