@@ -274,8 +274,10 @@ def einsum_cases(rng):
     m23 = r.standard_normal((2, 3)).astype(np.float32)
     m34 = r.standard_normal((3, 4)).astype(np.float32)
     m33 = r.standard_normal((3, 3)).astype(np.float32)
-    files = {"a.npy": npy_of(m23), "b.npy": npy_of(m34), "v.npy": npy_of(vec3), "s.npy": npy_of(m33)}
-    arrays = {"a.npy": m23, "b.npy": m34, "v.npy": vec3, "s.npy": m33}
+    one = np.array(1.5, dtype=np.float32)
+    files = {"a.npy": npy_of(m23), "b.npy": npy_of(m34), "v.npy": npy_of(vec3), "s.npy": npy_of(m33),
+             "one.npy": npy_of(one)}
+    arrays = {"a.npy": m23, "b.npy": m34, "v.npy": vec3, "s.npy": m33, "one.npy": one}
 
     def add(name, subs, ops, expect="error", extra=()):
         args = ["einsum", subs] + list(ops) + ["-o", "out.npy"] + list(extra)
@@ -306,6 +308,10 @@ def einsum_cases(rng):
         ("nine-operands", ",".join(["i"] * 9) + "->i", ["v.npy"] * 9),
         ("twelve-operands", ",".join(["i"] * 12) + "->i", ["v.npy"] * 12),
         ("nine-operands-sum", ",".join(["i"] * 9) + "->", ["v.npy"] * 9),
+        # Scalars among many operands (fuzz_einsum found the eight-slot kernel this way).
+        ("scalars-among-nine", "i,ij,,,,,,,j->", ["v.npy", "s.npy"] + ["one.npy"] * 6 + ["v.npy"]),
+        ("ten-scalars", ",,,,,,,,,->", ["one.npy"] * 10),
+        ("scalar-times-matrix", ",ij->ji", ["one.npy", "a.npy"]),
     ]
     for name, subs, ops in edge:
         add(name, subs, ops, "any")
@@ -542,6 +548,9 @@ def task_graph_cases(rng):
         ("task-graph-json/devices-3-machine-2", set_path(BASE_TASK_GRAPH, ("devices",), 3)),
         ("task-graph-json/src-window-out", set_path(BASE_TASK_GRAPH, ("tasks", 3, "src"), {"offset": [1000], "size": [100]})),
         ("task-graph-json/unknown-kind", set_path(BASE_TASK_GRAPH, ("tasks", 1, "kind"), "sleep")),
+        ("task-graph-json/single-task-no-edges", {"devices": 1, "buffers": [{"device": 0, "shape": [4]}],
+                                                  "tasks": [{"kind": "input", "device": 0, "writes": 0}]}),
+        ("task-graph-json/no-tasks", {"devices": 1, "buffers": [], "tasks": []}),
     ]
     for i, (name, data) in enumerate(muts + [(n, jdump(d)) for n, d in extra]):
         args = ["simulate", "--task-graph", "t.json", "-m", "cpu:2"] + (["--network", "flow"] if i % 2 else [])
@@ -659,7 +668,8 @@ def workload_cases(rng):
              "llama-block:model=huge", "llama-block:heads=3,dim=128", "llama-block:heads=0", "llama-block:seq=0",
              "llama-block:model=tiny,batch=0", "llama-block:model=65b,batch=2147483647", "llama-block:dim=1",
              "chain:dtype=f8", "chain:dtype=", "chain:dtype=int8", "CHAIN", "chain :size=8", "chain:size=8:size=9",
-             "chain\x00:size=8", "\u00e9", "chain:size=\u0668", "chain:" + "size=8," * 2000]
+             "chain\x00:size=8", "\u00e9", "chain:size=\u0668", "chain:" + "size=8," * 2000, "chain:m=0023183857431101367", "chain:size=6666666644",
+             "chain:size=00000000000000000000008"]
     for i, spec in enumerate(specs):
         cases.append(Case(f"workload/lower-{i:02d}", ["lower", "-w", spec, "-d", "2", "--json"], {}, "any",
                           check=lambda folder, out: negative_totals(out)))
