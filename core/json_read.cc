@@ -1,6 +1,8 @@
 #include "core/json_read.h"
 
+#include <cctype>
 #include <cmath>
+#include <limits>
 
 #include "core/error.h"
 
@@ -35,6 +37,26 @@ json parse(const std::string& text, const std::string& what) {
     // text after its "[json.exception...] " tag.
     std::string msg = e.what();
     if (auto close = msg.find("] "); close != std::string::npos) msg = msg.substr(close + 2);
+    // Point at the literal, and the field it is the value of: "number overflow parsing
+    // '1e400'" becomes "... at byte 57 (field \"value\")".
+    const auto q1 = msg.find('\''), q2 = msg.rfind('\'');
+    if (q1 != std::string::npos && q2 > q1) {
+      const std::string literal = msg.substr(q1 + 1, q2 - q1 - 1);
+      if (const auto at = text.find(literal); !literal.empty() && at != std::string::npos) {
+        msg += " at byte " + std::to_string(at);
+        std::size_t k = at;
+        while (k > 0 && std::isspace(static_cast<unsigned char>(text[k - 1]))) --k;
+        if (k > 0 && text[k - 1] == ':') {
+          --k;
+          while (k > 0 && std::isspace(static_cast<unsigned char>(text[k - 1]))) --k;
+          if (k > 0 && text[k - 1] == '"') {
+            const auto open = text.rfind('"', k - 2);
+            if (open != std::string::npos && k - 1 - open <= 64)
+              msg += " (field \"" + text.substr(open + 1, k - 2 - open) + "\")";
+          }
+        }
+      }
+    }
     fail(what, ": ", msg);
   }
 }
@@ -90,6 +112,13 @@ std::int64_t integer(const json& v, const std::string& what) {
     if (std::isfinite(d) && std::floor(d) == d && std::fabs(d) < 9.2e18) return static_cast<std::int64_t>(d);
   }
   fail(what, ": expected an integer, got ", describe(v));
+}
+
+std::int32_t index(const json& v, const std::string& what) {
+  const std::int64_t x = integer(v, what);
+  if (x < 0 || x > std::numeric_limits<std::int32_t>::max())
+    fail(what, ": ", x, " is not an id (an integer from 0 to ", std::numeric_limits<std::int32_t>::max(), ")");
+  return static_cast<std::int32_t>(x);
 }
 
 }  // namespace tessel::json_read

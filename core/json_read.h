@@ -33,5 +33,7 @@ inline constexpr int kMaxDepth = 256;
 [[nodiscard]] std::string string(const nlohmann::json& v, const std::string& what);
 // An integer, or a float with an integral value.
 [[nodiscard]] std::int64_t integer(const nlohmann::json& v, const std::string& what);
+// An id: an integer in [0, 2^31 - 1] (never truncated into range).
+[[nodiscard]] std::int32_t index(const nlohmann::json& v, const std::string& what);
 
 }  // namespace tessel::json_read

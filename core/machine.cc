@@ -760,7 +760,7 @@ Machine machine_from_json(const json& j, std::string_view what_sv) {
     auto it = type_by_name.find(type);
     if (it == type_by_name.end()) fail(w, ".type: unknown device type '", type, "'");
     d.type = it->second;
-    d.host = dj.contains("host") ? static_cast<std::int32_t>(integer(dj.at("host"), w + ".host")) : 0;
+    d.host = dj.contains("host") ? json_read::index(dj.at("host"), w + ".host") : 0;
     d.fabric_out = links_from(array_field_or_empty(dj, "fabric_out", w), link_by_name, w + ".fabric_out");
     d.fabric_in = links_from(array_field_or_empty(dj, "fabric_in", w), link_by_name, w + ".fabric_in");
     d.network_out = links_from(array_field_or_empty(dj, "network_out", w), link_by_name, w + ".network_out");
@@ -773,8 +773,8 @@ Machine machine_from_json(const json& j, std::string_view what_sv) {
     const json& rj = routes[i];
     std::string w = what + ".routes[" + std::to_string(i) + "]";
     RouteEntry r;
-    r.src = DeviceId(static_cast<std::int32_t>(integer(field(rj, "src", w), w + ".src")));
-    r.dst = DeviceId(static_cast<std::int32_t>(integer(field(rj, "dst", w), w + ".dst")));
+    r.src = DeviceId(json_read::index(field(rj, "src", w), w + ".src"));
+    r.dst = DeviceId(json_read::index(field(rj, "dst", w), w + ".dst"));
     const json& ls = field(rj, "links", w);
     if (!ls.is_array()) fail(w, ".links: expected an array of link names");
     r.links = links_from(ls, link_by_name, w + ".links");

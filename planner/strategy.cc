@@ -503,6 +503,8 @@ Plan plan(const Graph& g, std::string_view name, const PlanOptions& o) {
     fail("plan: device count ", o.devices, " must be in [1, ", kMaxDevices, "]");
   if (o.blocks_per_device < 1 || o.blocks_per_device > kMaxDevices)
     fail("plan: blocks per device ", o.blocks_per_device, " must be in [1, ", kMaxDevices, "]");
+  if (static_cast<std::int64_t>(o.devices) * o.blocks_per_device > kMaxBlocks)
+    fail("plan: n·k = ", o.devices, " x ", o.blocks_per_device, " blocks per node exceeds the maximum of ", kMaxBlocks);
   Plan result;
   result.strategy = std::string(name);
   if (name == "manual") {

@@ -150,7 +150,7 @@ TaskGraph task_graph_from_json(const json& j, std::string_view what_sv) {
     } catch (const Error& e) {
       fail(w, ".shape: ", e.what());
     }
-    b.node = NodeId(bj.contains("node") ? static_cast<std::int32_t>(integer(bj.at("node"), w + ".node")) : 0);
+    b.node = NodeId(bj.contains("node") ? json_read::index(bj.at("node"), w + ".node") : 0);
     tg.buffers.push_back(std::move(b));
   }
   const auto nb = static_cast<std::int64_t>(tg.buffers.size());
@@ -175,7 +175,7 @@ TaskGraph task_graph_from_json(const json& j, std::string_view what_sv) {
     t.device = DeviceId(id_field(tj, "device", w, devices, "device"));
     t.dst_device = tj.contains("dst_device") ? DeviceId(id_field(tj, "dst_device", w, devices, "device")) : t.device;
     if (t.kind == TaskKind::move && !tj.contains("dst_device")) fail(w, ": a move needs \"dst_device\"");
-    t.node = NodeId(tj.contains("node") ? static_cast<std::int32_t>(integer(tj.at("node"), w + ".node")) : 0);
+    t.node = NodeId(tj.contains("node") ? json_read::index(tj.at("node"), w + ".node") : 0);
     if (t.node.value < 0) fail(w, ".node: must be >= 0");
     if (tj.contains("block")) t.block = integer(tj.at("block"), w + ".block");
     if (tj.contains("reads")) {

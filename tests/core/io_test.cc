@@ -19,6 +19,7 @@
 
 #include "core/error.h"
 #include "core/json_read.h"
+#include "core/machine.h"
 
 namespace tessel {
 namespace {
@@ -66,7 +67,10 @@ TEST(ParseJson, NestingDeeperThanTheLimitIsAnErrorNotAStackOverflow) {
 }
 
 TEST(ParseJson, ANumberBeyondDoubleIsAnErrorNamingTheFile) {
-  EXPECT_NE(error_of([] { (void)parse_json(R"({"devices": 1e400})", "m.json"); }).find("m.json: number overflow"),
+  EXPECT_NE(error_of([] { (void)parse_json(R"({"devices": 1e400})", "m.json"); })
+                .find("m.json: number overflow parsing '1e400' at byte 12 (field \"devices\")"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { (void)parse_json("[1, -1e999]", "a.json"); }).find("a.json: number overflow parsing '-1e999' at byte 4"),
             std::string::npos);
   EXPECT_NE(error_of([] { (void)parse_json(R"({"a": [1, 2)", "x.json"); }).find("x.json: malformed JSON at byte"),
             std::string::npos);
@@ -115,6 +119,13 @@ TEST(ParseJson, WronglyTypedFieldsAreErrorsNamingTheField) {
             std::string::npos);
   EXPECT_NE(decomposition(R"({"devices": 2, "nodes": [{"name": "x", "parts": "2"}]})")
                 .find("expected an array of integers"),
+            std::string::npos);
+}
+
+TEST(ParseJson, IdsOutsideInt32AreErrorsNotTruncated) {
+  nlohmann::json m = to_json(machine_preset("cpu:2"));
+  m["devices"][0]["host"] = 4294967296;  // truncated to 0, it read as a valid host
+  EXPECT_NE(error_of([&] { (void)machine_from_json(m, "m.json"); }).find("m.json.devices[0].host: 4294967296 is not an id"),
             std::string::npos);
 }
 

@@ -2,11 +2,13 @@
 // and exits with its documented code (1 input, 2 command line, 3 resources), requests
 // beyond the limits are refused before any work, and no file is left behind.
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -107,6 +109,26 @@ TEST(ErrorSurfaceCli, OutputsWriteThroughDevicesAndSymlinksAndDashIsStdout) {
   auto machine = run_tessel("simulate -w chain -d 2 -m h100-sxm-8 --write-machine -");
   ASSERT_EQ(machine.status, 0) << machine.err;
   EXPECT_EQ(nlohmann::json::parse(machine.out)["devices"].size(), 8u);
+}
+
+// Out of memory: exit 3 and a message naming what was being allocated and its size.
+// (Under AddressSanitizer a virtual-memory limit stops the binary before main: skipped.)
+TEST(ErrorSurfaceCli, OutOfMemoryIsExitCode3NamingTheAllocation) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "sanitizers reserve more virtual memory than the limit this test sets";
+#else
+  const std::string err = temp_path("tessel_oom_err").string();
+  const std::string cmd = "bash -c 'ulimit -v 3000000; exec " + std::string(TESSEL_CLI_PATH) +
+                          " run -w chain:size=30000 -d 1' 2>" + err;
+  const int status = std::system(cmd.c_str());
+  std::ifstream in(err);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  fs::remove(err);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 3) << ss.str();
+  EXPECT_EQ(ss.str().rfind("tessel: error: out of memory allocating a tensor of shape [30000,30000]", 0), 0u) << ss.str();
+#endif
 }
 
 class OperandCli : public ::testing::Test {

@@ -165,6 +165,32 @@ TEST(Strategies, BadInputIsNamed) {
   o.exhaustive_limit = 10;
   EXPECT_NE(message("exhaustive").find("over the limit of 10"), std::string::npos);
   EXPECT_NE(message("manual").find("needs a decomposition file"), std::string::npos);
+  // Requests beyond the limits, refused before any planning.
+  o.devices = 1 << 20;
+  EXPECT_NE(message("eindecomp").find("device count 1048576 must be in [1, 65536]"), std::string::npos);
+  o.devices = 65536;
+  o.blocks_per_device = 65536;
+  EXPECT_NE(message("eindecomp").find("exceeds the maximum of 4194304"), std::string::npos);
+}
+
+// A graph whose only nodes are an input and the output reading it: every strategy plans
+// it (leaves are filled before the outputs that read them; this crashed all but
+// split-largest).
+TEST(Strategies, AGraphWithoutAnEinsumPlansUnderEveryStrategy) {
+  GraphBuilder b;
+  b.output(b.input("x", {8, 4}), "out");
+  Graph g = b.build();
+  for (const char* s : {"eindecomp", "exhaustive", "data-parallel", "megatron", "sqrt-split", "block-per-device",
+                        "split-largest"}) {
+    PlanOptions o;
+    o.devices = 2;
+    Plan p = plan(g, s, o);
+    EXPECT_EQ(p.total_cost(), 0) << s;
+    TaskGraph tg = lower(g, p.decomposition);
+    auto x = random_tensor({8, 4}, DType::f32, 1);
+    auto r = runtime::BlockExecutor().run(g, tg, {{"x", x}});
+    EXPECT_EQ(r.outputs.at("out").data, x.data) << s;
+  }
 }
 
 }  // namespace
