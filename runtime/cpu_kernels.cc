@@ -273,9 +273,11 @@ void generic_path(const Einsum& e, const std::vector<const T*>& ops, T* out, Scr
   const std::int64_t inner = e.join_shape[last];
   const std::int64_t os = out_stride[last];  // 0 when the inner index is aggregated
   // Per-operand pointers and steps, sized by the operand count (kMaxRank bounds the join
-  // rank, not the number of operands).
-  std::vector<const T*> base(nin);
-  std::vector<std::int64_t> step(nin);
+  // rank, not the number of operands); kept in the worker's scratch across calls.
+  std::vector<const T*>& base = s.base;
+  std::vector<std::int64_t>& step = s.step;
+  base.assign(static_cast<std::size_t>(nin), nullptr);
+  step.assign(static_cast<std::size_t>(nin), 0);
   for (int i = 0; i < nin; ++i) step[i] = stride[i][last];
   std::array<std::int64_t, kMaxRank> c{};
   std::vector<std::int64_t> off(nin, 0);

@@ -21,6 +21,8 @@ template <class T>
 struct Scratch {
   std::vector<T> a, b, c;
   std::vector<T> stack;
+  std::vector<const T*> base;       // per operand (any count): its pointer in the current chunk
+  std::vector<std::int64_t> step;   // per operand: its stride along the inner loop
 };
 
 // Which path einsum_block takes for `e`.

@@ -131,6 +131,30 @@ TEST(ErrorSurfaceCli, OutOfMemoryIsExitCode3NamingTheAllocation) {
 #endif
 }
 
+// Threads that cannot be created (8 MiB stacks under a 300 MB address-space limit):
+// exit 3 naming the thread, no file, instead of "terminate called without an active
+// exception".
+TEST(ErrorSurfaceCli, ThreadCreationFailureInCalibrateIsExitCode3) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "sanitizers reserve more virtual memory than the limit this test sets";
+#else
+  const std::string err = temp_path("tessel_threads_err").string();
+  const std::string out = temp_path("tessel_threads_machine.json").string();
+  fs::remove(out);
+  const std::string cmd = "bash -c 'ulimit -v 300000; exec " + std::string(TESSEL_CLI_PATH) +
+                          " calibrate -d 1000 --seconds 0.001 --rounds 1 -o " + out + "' 2>" + err;
+  const int status = std::system(cmd.c_str());
+  std::ifstream in(err);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  fs::remove(err);
+  ASSERT_TRUE(WIFEXITED(status)) << ss.str();
+  EXPECT_EQ(WEXITSTATUS(status), 3) << ss.str();
+  EXPECT_NE(ss.str().find("tessel: error: cannot start measuring thread"), std::string::npos) << ss.str();
+  EXPECT_FALSE(fs::exists(out));
+#endif
+}
+
 class OperandCli : public ::testing::Test {
  protected:
   void TearDown() override {
