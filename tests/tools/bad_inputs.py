@@ -773,9 +773,10 @@ def generate():
 # ---- running -----------------------------------------------------------------------------
 
 def sanitized(binary):
-    """True when the binary carries AddressSanitizer (RLIMIT_AS would break its shadow)."""
+    """True when the binary carries AddressSanitizer (RLIMIT_AS would break its shadow):
+    its runtime linked in (clang) or imported from libasan (gcc) names __asan_init."""
     with open(binary, "rb") as f:
-        return b"AddressSanitizer" in f.read()
+        return b"__asan_init" in f.read()
 
 
 def run_case(binary, case, timeout_s, keep_root, limit_memory):
