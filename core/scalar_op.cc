@@ -14,7 +14,7 @@
 namespace tessel {
 namespace {
 
-constexpr int kMaxStack = 32;
+constexpr int kMaxStack = ScalarOp::kMaxStack;
 
 struct FnInfo {
   ScalarFn fn;
@@ -205,8 +205,15 @@ ScalarOp ScalarOp::parse(std::string_view text) { return Parser(text).parse_all(
 
 ScalarOp ScalarOp::product(int n) {
   if (n <= 0) return constant(1.0);
-  ScalarOp op = hole(0);
-  for (int i = 1; i < n; ++i) op = apply(ScalarFn::mul, {op, hole(i)});
+  // x0 x1 mul x2 mul ...: built directly, linear in n (apply() per factor copied the
+  // program each time, quadratic for an einsum of many operands); stack depth 2.
+  ScalarOp op;
+  op.program_ = {Instr{ScalarFn::hole, 0, 0.0}};
+  op.program_.reserve(static_cast<std::size_t>(2 * n - 1));
+  for (int i = 1; i < n; ++i) {
+    op.program_.push_back(Instr{ScalarFn::hole, i, 0.0});
+    op.program_.push_back(Instr{ScalarFn::mul, 0, 0.0});
+  }
   return op;
 }
 

@@ -26,6 +26,10 @@ enum class ScalarFn : std::uint8_t {
 
 class ScalarOp {
  public:
+  // Deepest evaluation stack a function may need (values waiting for their operator);
+  // apply() and parse() refuse deeper ones, so evaluators size their stacks by it.
+  static constexpr int kMaxStack = 32;
+
   struct Instr {
     ScalarFn fn = ScalarFn::constant;
     std::int32_t hole = 0;  // for ScalarFn::hole

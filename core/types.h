@@ -38,8 +38,9 @@ template <class T>
   switch (a) {
     case Agg::sum: return acc + v;
     case Agg::prod: return acc * v;
-    case Agg::max: return (v > acc || v != v) ? v : acc;
-    case Agg::min: return (v < acc || v != v) ? v : acc;
+    // `|`, not `||`: no branch, so that loops over it vectorise (a blend).
+    case Agg::max: return ((v > acc) | (v != v)) ? v : acc;
+    case Agg::min: return ((v < acc) | (v != v)) ? v : acc;
     case Agg::none: return v;
   }
   return v;

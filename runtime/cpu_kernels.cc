@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
+#include <type_traits>
 #include <cassert>
 #include <cmath>
 
@@ -154,8 +156,16 @@ T reduce_chunk(Agg agg, T acc, const T* v, int n) {
     for (int x = 0; x < n; ++x) acc = agg_combine_as<T>(agg, acc, v[x]);
     return acc;
   }
-  // Every lane starts at the identity; max and min propagate NaN (numpy's max / min), so a
-  // NaN in any lane reaches the result.
+  // max and min propagate NaN (numpy's max / min): one vectorised pass looks for a NaN
+  // first; without one, the lanes take plain comparisons (which vectorise), and an acc
+  // that is already NaN (from an earlier chunk) stays NaN, the comparison with it false.
+  if (agg == Agg::max || agg == Agg::min) {
+    using Mark = std::conditional_t<sizeof(T) == 4, std::int32_t, std::int64_t>;
+    Mark seen = 0;
+    for (int x = 0; x < n; ++x) seen |= static_cast<Mark>(v[x] != v[x]);
+    if (seen) return std::numeric_limits<T>::quiet_NaN();
+  }
+  // Every lane starts at the identity.
   std::array<T, kLanes> part;
   part.fill(static_cast<T>(agg_identity(agg)));
   int x = 0;
@@ -163,12 +173,16 @@ T reduce_chunk(Agg agg, T acc, const T* v, int n) {
     switch (agg) {
       case Agg::sum: for (int l = 0; l < kLanes; ++l) part[l] += v[x + l]; break;
       case Agg::prod: for (int l = 0; l < kLanes; ++l) part[l] *= v[x + l]; break;
-      case Agg::max: for (int l = 0; l < kLanes; ++l) part[l] = agg_combine_as<T>(Agg::max, part[l], v[x + l]); break;
-      case Agg::min: for (int l = 0; l < kLanes; ++l) part[l] = agg_combine_as<T>(Agg::min, part[l], v[x + l]); break;
+      case Agg::max: for (int l = 0; l < kLanes; ++l) part[l] = v[x + l] > part[l] ? v[x + l] : part[l]; break;
+      case Agg::min: for (int l = 0; l < kLanes; ++l) part[l] = v[x + l] < part[l] ? v[x + l] : part[l]; break;
       case Agg::none: break;
     }
   for (; x < n; ++x) part[x % kLanes] = agg_combine_as<T>(agg, part[x % kLanes], v[x]);
-  for (int l = 0; l < kLanes; ++l) acc = agg_combine_as<T>(agg, acc, part[l]);
+  switch (agg) {  // part[] holds no NaN here: plain comparisons, a NaN acc stays
+    case Agg::max: for (int l = 0; l < kLanes; ++l) acc = part[l] > acc ? part[l] : acc; break;
+    case Agg::min: for (int l = 0; l < kLanes; ++l) acc = part[l] < acc ? part[l] : acc; break;
+    default: for (int l = 0; l < kLanes; ++l) acc = agg_combine_as<T>(agg, acc, part[l]);
+  }
   return acc;
 }
 
@@ -177,7 +191,10 @@ T reduce_chunk(Agg agg, T acc, const T* v, int n) {
 template <class T>
 const T* eval_chunk(const ScalarOp& op, const T* const* base, const std::int64_t* step, int n, std::vector<T>& stack) {
   const auto& prog = op.program();
-  stack.resize(static_cast<std::size_t>(prog.size() + 1) * kChunk);
+  // One chunk per value the program can hold at once (at most ScalarOp::kMaxStack), not
+  // per instruction: an einsum of many operands has a long program but a shallow stack.
+  const std::size_t slots = std::min<std::size_t>(prog.size(), ScalarOp::kMaxStack) + 1;
+  if (stack.size() < slots * kChunk) stack.resize(slots * kChunk);
   int top = 0;
   for (const auto& in : prog) {
     T* dst = stack.data() + static_cast<std::size_t>(top) * kChunk;
@@ -209,8 +226,8 @@ const T* eval_chunk(const ScalarOp& op, const T* const* base, const std::int64_t
       case ScalarFn::mul: for (int x = 0; x < n; ++x) x0[x] = x0[x] * x1[x]; break;
       case ScalarFn::div: for (int x = 0; x < n; ++x) x0[x] = x0[x] / x1[x]; break;
       // NaN in either argument gives NaN (numpy's maximum / minimum), as apply_fn.
-      case ScalarFn::max: for (int x = 0; x < n; ++x) x0[x] = (x1[x] > x0[x] || x1[x] != x1[x]) ? x1[x] : x0[x]; break;
-      case ScalarFn::min: for (int x = 0; x < n; ++x) x0[x] = (x1[x] < x0[x] || x1[x] != x1[x]) ? x1[x] : x0[x]; break;
+      case ScalarFn::max: for (int x = 0; x < n; ++x) x0[x] = ((x1[x] > x0[x]) | (x1[x] != x1[x])) ? x1[x] : x0[x]; break;
+      case ScalarFn::min: for (int x = 0; x < n; ++x) x0[x] = ((x1[x] < x0[x]) | (x1[x] != x1[x])) ? x1[x] : x0[x]; break;
       case ScalarFn::neg: for (int x = 0; x < n; ++x) x0[x] = -x0[x]; break;
       case ScalarFn::relu: for (int x = 0; x < n; ++x) x0[x] = x0[x] > T(0) ? x0[x] : T(0); break;
       // Transcendentals through Eigen's SIMD implementations (exp, log, tanh, sqrt).

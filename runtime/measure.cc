@@ -16,7 +16,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <exception>
 #include <latch>
+#include <mutex>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -76,16 +78,35 @@ double measure_calls(int workers, double min_seconds, const std::function<void(i
                           std::to_string(workers) + ": " + e.what());
     }
   };
+  // A worker whose setup, before or body throws records the first exception; from then
+  // on every worker skips its calls but still arrives at every barrier (their number is
+  // fixed), so that none waits forever, and the error leaves after the join instead of
+  // terminating the process from a thread.
+  std::atomic<bool> failed{false};
+  std::mutex error_mutex;
+  std::exception_ptr error;
+  auto attempt = [&](const std::function<void(int)>& f, int w) {
+    if (failed.load(std::memory_order_relaxed)) return false;
+    try {
+      f(w);
+      return true;
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (!error) error = std::current_exception();
+      failed = true;
+      return false;
+    }
+  };
   for (int w = 0; w < workers; ++w)
     start(w, [&, w] {
       go.wait();
       if (abandon) return;
       pin_to_core(w);
       set_worker_float_mode();
-      setup(w);
+      attempt(setup, w);
       sync.arrive_and_wait();  // bodies may touch other workers' memory
-      if (before) (*before)(w);
-      body(w);                 // warm-up
+      if (before) attempt(*before, w);
+      attempt(body, w);        // warm-up
       sync.arrive_and_wait();
       // kBatches batches, each timed on its own; the median batch's time per call, so
       // that one preemption (a shared VM's host takes the core for a millisecond now and
@@ -97,20 +118,20 @@ double measure_calls(int workers, double min_seconds, const std::function<void(i
         if (!before) {
           auto t0 = Clock::now();
           do {
-            body(w);
+            if (!attempt(body, w)) break;
             ++calls;
             elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
           } while (elapsed < min_seconds / kBatches);
         } else {
           for (; calls < calls_per_batch; ++calls) {
-            (*before)(w);
+            attempt(*before, w);
             sync.arrive_and_wait();  // every worker's `before` is over
             auto t0 = Clock::now();
-            body(w);
+            attempt(body, w);
             elapsed += std::chrono::duration<double>(Clock::now() - t0).count();
           }
         }
-        b = elapsed / static_cast<double>(calls);
+        b = calls > 0 ? elapsed / static_cast<double>(calls) : 0.0;
       }
       std::sort(batch.begin(), batch.end());
       per_call[static_cast<std::size_t>(w)] = batch[kBatches / 2];
@@ -118,6 +139,7 @@ double measure_calls(int workers, double min_seconds, const std::function<void(i
     });
   go.count_down();
   for (auto& t : threads) t.join();
+  if (error) std::rethrow_exception(error);
   std::sort(per_call.begin(), per_call.end());
   return per_call[per_call.size() / 2];
 }

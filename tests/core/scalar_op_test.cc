@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <random>
 
@@ -131,6 +132,22 @@ TEST(ScalarOp, DeeplyNestedCallsAreAParseErrorNotAStackOverflow) {
   EXPECT_NO_THROW((void)ScalarOp::parse(ok));
   // An input index too large for an int is an error, not index 0.
   EXPECT_NE(parse_error("x99999999999").find("input index 'x99999999999' is too large"), std::string::npos);
+}
+
+// numpy's join for an einsum of n operands, x0 * x1 * ... : the same program as
+// multiplying factor by factor, built in linear time (an einsum of 200,000 operands
+// took quadratic time before its first element).
+TEST(ScalarOp, TheProductOfManyInputsIsBuiltInLinearTime) {
+  ScalarOp chained = ScalarOp::hole(0);
+  for (int i = 1; i < 6; ++i) chained = ScalarOp::apply(ScalarFn::mul, {chained, ScalarOp::hole(i)});
+  EXPECT_EQ(ScalarOp::product(6), chained);
+  const auto t0 = std::chrono::steady_clock::now();
+  ScalarOp big = ScalarOp::product(200'000);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0);
+  EXPECT_EQ(big.num_holes(), 200'000);
+  std::vector<double> ones(200'000, 1.0);
+  ones[123] = 3.0;
+  EXPECT_EQ(big.eval(ones.data()), 3.0);
 }
 
 }  // namespace
