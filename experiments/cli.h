@@ -2,6 +2,7 @@
 // Shared pieces of the `tessel` command line: how a command names its graph and its
 // decomposition, JSON / text output, and the registry of subcommands.
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -54,6 +55,10 @@ struct DecompositionOptions {
 // --parts: "4" splits every node into 4 blocks (largest index first);
 // "XY=2x2x1,XYZ=4x1x1" gives node XY parts 2x2x1 ...; both may be combined.
 [[nodiscard]] Decomposition decomposition_from_parts_spec(const Graph& g, int devices, const std::string& spec);
+
+// --bytes: "1GiB", "256MiB", "64MB", "1e9", "4096"; K/M/G/T alone are binary as in
+// nccl-tests. Error naming the text unless it is a whole number of bytes >= 1.
+[[nodiscard]] std::int64_t parse_bytes(const std::string& text);
 
 // Human-readable figures for text output: "1.50 MiB", "12.3 Gflop/s", "4.2 ms".
 [[nodiscard]] std::string human_bytes(double bytes);

@@ -18,11 +18,7 @@
 #include "sim/task_graph_json.h"
 
 namespace tessel::cli {
-namespace {
 
-using nlohmann::json;
-
-// "1GiB", "256MiB", "64MB", "1e9", "4096"; K/M/G/T alone are binary as in nccl-tests.
 std::int64_t parse_bytes(const std::string& text) {
   std::size_t end = 0;
   double v = 0;
@@ -49,6 +45,10 @@ std::int64_t parse_bytes(const std::string& text) {
     fail("--bytes '", text, "': must be a whole number of bytes >= 1");
   return static_cast<std::int64_t>(bytes);
 }
+
+namespace {
+
+using nlohmann::json;
 
 struct Opts {
   GraphOptions graph;

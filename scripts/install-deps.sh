@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages tessel needs that this machine lacks (idempotent).
-# Runs apt-get as root, or through sudo.
+# Runs apt-get as root, or through sudo. Extra package names given as arguments are
+# installed too (scripts/fuzz.sh asks for clang and its libFuzzer runtime).
 set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
@@ -9,6 +10,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   python3 python3-numpy python3-matplotlib
   libprotobuf-dev protobuf-compiler
+  "$@"
 )
 missing=()
 for p in "${packages[@]}"; do
