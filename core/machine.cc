@@ -226,10 +226,8 @@ void Machine::validate(std::string_view what_sv) const {
 
 // ---- presets --------------------------------------------------------------------
 //
-// Figures from REFERENCES.md ("Hardware figures for presets", vendor datasheets, dense
-// rates without sparsity; "Collective cost" for NCCL's per-hop latencies) unless a
-// comment says otherwise. Figures REFERENCES.md does not hold are marked
-// "not in REFERENCES.md" with their origin.
+// Figures from NVIDIA's datasheets (dense rates without sparsity) and NCCL's tuner for
+// per-hop latencies, unless a comment says otherwise; each names its origin.
 
 namespace {
 
@@ -238,7 +236,7 @@ constexpr double kTFLOP = 1e12;
 constexpr double kUs = 1e-6;
 
 // NCCL src/graph/tuning.cc per-hop latencies of the Simple protocol (the one NCCL uses
-// for large transfers; REFERENCES.md): NVLink 3.4 µs, PCIe 5.7 µs, network 14 µs. A hop
+// for large transfers): NVLink 3.4 µs, PCIe 5.7 µs, network 14 µs. A hop
 // is charged once, on the sending side's link; the receiving side's link has latency 0.
 constexpr double kNvlinkHopLatency = 3.4 * kUs;
 constexpr double kPcieHopLatency = 5.7 * kUs;
@@ -315,13 +313,12 @@ Machine h100_sxm_8() {
   s.name = "h100-sxm-8";
   s.type.name = "h100-sxm";
   // H100 SXM5: ~989 TFLOP/s bf16/fp16 tensor (dense), ~67 TFLOP/s fp32 (non-tensor; TF32
-  // tensor math would give ~495). fp64: 34 TFLOP/s, NVIDIA H100 datasheet (not in
-  // REFERENCES.md).
+  // tensor math would give ~495). fp64: 34 TFLOP/s, NVIDIA H100 datasheet.
   set_peaks(s.type, 989 * kTFLOP, 989 * kTFLOP, 67 * kTFLOP, 34 * kTFLOP);
   s.type.memory_bytes_per_s = 3.35e12;        // 3.35 TB/s HBM3
   s.type.memory_capacity_bytes = 80'000'000'000;  // 80 GB HBM3
-  s.type.sm_count = 132;  // H100 SXM5: 132 SMs, NVIDIA H100 architecture whitepaper (not in REFERENCES.md)
-  // No launch-latency figure in REFERENCES.md: 0 until calibration measures it.
+  s.type.sm_count = 132;  // H100 SXM5: 132 SMs, NVIDIA H100 architecture whitepaper
+  // No published launch-latency figure is used: 0 until calibration measures it.
   s.type.launch_latency_s = 0;
   s.gpus = 8;                           // DGX H100: 8 H100 SXM5
   s.host_memory_bytes = 2'000'000'000'000;  // DGX H100: 2 TB host RAM
@@ -341,18 +338,18 @@ Machine a100_sxm_8() {
   s.name = "a100-sxm-8";
   s.type.name = "a100-sxm-80gb";
   // A100 SXM4 80GB: ~312 TFLOP/s bf16/fp16 tensor, ~19.5 fp32 (TF32 tensor ~156). fp64:
-  // 9.7 TFLOP/s, NVIDIA A100 datasheet (not in REFERENCES.md).
+  // 9.7 TFLOP/s, NVIDIA A100 datasheet.
   set_peaks(s.type, 312 * kTFLOP, 312 * kTFLOP, 19.5 * kTFLOP, 9.7 * kTFLOP);
   s.type.memory_bytes_per_s = 2.0e12;            // ~2.0 TB/s HBM2e
   s.type.memory_capacity_bytes = 80'000'000'000;  // 80 GB HBM2e
-  s.type.sm_count = 108;  // A100: 108 SMs, NVIDIA A100 architecture whitepaper (not in REFERENCES.md)
-  s.type.launch_latency_s = 0;  // not in REFERENCES.md; calibration fills it
+  s.type.sm_count = 108;  // A100: 108 SMs, NVIDIA A100 architecture whitepaper
+  s.type.launch_latency_s = 0;  // calibration fills it
   s.gpus = 8;                   // DGX A100: 8 A100, 6 NVSwitch
-  // DGX A100 host RAM: 1 TB, NVIDIA DGX A100 datasheet (not in REFERENCES.md).
+  // DGX A100 host RAM: 1 TB, NVIDIA DGX A100 datasheet.
   s.host_memory_bytes = 1'000'000'000'000;
   s.nvswitch = true;
   s.fabric_bytes_per_s = 300 * kGB;  // NVLink 3: 600 GB/s total, 300 per direction
-  // PCIe Gen4 x16: ~32 GB/s per direction, half of Gen5's 64 (not in REFERENCES.md).
+  // PCIe Gen4 x16: ~32 GB/s per direction, half of Gen5's 64.
   s.host_pcie_bytes_per_s = 32 * kGB;
   s.nics = 8;                    // DGX A100: 8 × 200 Gb/s HDR NICs
   s.nic_bytes_per_s = 25 * kGB;  // 200 Gb/s = 25 GB/s each
@@ -365,14 +362,14 @@ Machine h100_pcie_4() {
   s.name = "h100-pcie-4";
   s.type.name = "h100-pcie";
   // H100 PCIe: ~756 TFLOP/s bf16/fp16 tensor, ~51 fp32 (TF32 tensor ~378). fp64: 26 TFLOP/s,
-  // NVIDIA H100 datasheet (not in REFERENCES.md).
+  // NVIDIA H100 datasheet.
   set_peaks(s.type, 756 * kTFLOP, 756 * kTFLOP, 51 * kTFLOP, 26 * kTFLOP);
   s.type.memory_bytes_per_s = 2.0e12;            // 2.0 TB/s HBM2e
   s.type.memory_capacity_bytes = 80'000'000'000;  // 80 GB HBM2e
-  s.type.sm_count = 114;  // H100 PCIe: 114 SMs, NVIDIA H100 architecture whitepaper (not in REFERENCES.md)
-  s.type.launch_latency_s = 0;  // not in REFERENCES.md; calibration fills it
+  s.type.sm_count = 114;  // H100 PCIe: 114 SMs, NVIDIA H100 architecture whitepaper
+  s.type.launch_latency_s = 0;  // calibration fills it
   s.gpus = 4;
-  // A generic 4-GPU PCIe server (no reference system in REFERENCES.md): 1 TB host RAM
+  // A generic 4-GPU PCIe server (no published reference system): 1 TB host RAM
   // and one 400 Gb/s NIC like DGX H100's ConnectX-7 are assumptions.
   s.host_memory_bytes = 1'000'000'000'000;
   s.nvswitch = false;                 // GPUs talk over the PCIe tree (no NVLink bridges)

@@ -155,7 +155,7 @@ struct SlowdownFactors {
   friend bool operator==(const SlowdownFactors&, const SlowdownFactors&) = default;
 };
 
-// Defaults from published measurements (REFERENCES.md, "Compute/communication overlap"):
+// Defaults from published measurements of compute/communication overlap:
 //  - normal priority: compute 18.9% slower on average under concurrent communication
 //    (arXiv 2507.03114, A100/H100/MI250/MI210). Communication: concurrent execution
 //    captures 21% of the ideal overlap speedup by default (arXiv 2412.14335); for equal

@@ -1,6 +1,7 @@
 #pragma once
 // EinDecomp's analytic cost, in tensor elements moved or replicated
-// (../shared/REFERENCES.md, "Decomposition search"), on parts per index. Candidates
+// (EinDecomp, PVLDB 18(7), arXiv 2410.02682: join replication, aggregation and
+// repartition costs), on parts per index. Candidates
 // are powers of two; the formulas take any part counts (ratios replace 2^(exponent
 // differences)), so baselines with other counts are scored the same way.
 //

@@ -476,9 +476,8 @@ Hop hop(const Machine& m, int a, int b) {
   return h;
 }
 
-// NCCL src/graph/tuning.cc, base latency of the Simple protocol (REFERENCES.md: Ring
-// LL/LL128/Simple 6.6/14.0/8.4 µs). REFERENCES.md gives the ring's row only; tree and
-// hierarchical use the same. The per-hop latencies (NVLink 3.4, PCIe 5.7, network 14 µs,
+// NCCL src/graph/tuning.cc, base latency of the Simple protocol (Ring LL/LL128/Simple
+// 6.6/14.0/8.4 µs). Only the ring's row is taken; tree and hierarchical use the same. The per-hop latencies (NVLink 3.4, PCIe 5.7, network 14 µs,
 // the same table) are already the machine presets' link latencies, read from the routes.
 constexpr double kNcclBaseLatencySimple_s = 8.4e-6;
 
@@ -614,11 +613,10 @@ CollectivePlan plan_collective(Collective c, int n, std::int64_t bytes, DType dt
 }
 
 std::optional<PublishedBusbw> published_busbw(Collective c, int n, const Machine& m) {
-  // REFERENCES.md, "Collectives on real machines": nccl-tests all-reduce busbw for large
-  // messages from third-party reference pages (8 × H100 SXM5 above the 450 GB/s NVLink
+  // nccl-tests all-reduce busbw for large messages from third-party reference pages (8 × H100 SXM5 above the 450 GB/s NVLink
   // figure because NVLS reduces inside the NVSwitch, which tessel does not model).
   constexpr std::string_view kSource =
-      "third-party nccl-tests reference pages, large messages (tessel REFERENCES.md, Collectives on real machines)";
+      "third-party nccl-tests reference pages for DGX H100 / DGX A100, large messages";
   if (c != Collective::allreduce || n != 8) return std::nullopt;
   if (m.name == "h100-sxm-8") return PublishedBusbw{460, 480, "DGX H100 (8 x H100 SXM5, NVSwitch)", kSource};
   if (m.name == "a100-sxm-8") return PublishedBusbw{230, 250, "DGX A100 (8 x A100 SXM4, NVSwitch)", kSource};

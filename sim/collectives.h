@@ -3,7 +3,7 @@
 // way NCCL runs them, so that the network models can be checked against closed forms and
 // bandwidths reported as nccl-tests does.
 //
-// `bytes` is S as nccl-tests and REFERENCES.md use it:
+// `bytes` is S as nccl-tests uses it (its doc/PERFORMANCE.md):
 //   allreduce      S bytes per rank in and out
 //   reducescatter  S bytes in per rank, S/n out
 //   allgather      S/n bytes in per rank, S out
@@ -101,12 +101,13 @@ struct CollectivePlan {
 [[nodiscard]] double bus_bandwidth_factor(Collective c, int n);
 
 // The α-β time on a ring (on a full-bisection switch for all-to-all), α the latency of
-// one step's transfer and B the bandwidth per rank and direction (REFERENCES.md):
+// one step's transfer and B the bandwidth per rank and direction (the textbook α-β costs
+// of ring and pairwise exchange, as in Thakur, Rabenseifner and Gropp, IJHPCA 2005):
 //   allreduce 2(n−1)α + 2(n−1)/n·S/B; reducescatter, allgather, alltoall (n−1)α + (n−1)/n·S/B.
 [[nodiscard]] double collective_closed_form_s(Collective c, int n, double bytes, double alpha_s, double bytes_per_s);
 
-// Published nccl-tests bus bandwidths for large messages (REFERENCES.md, "Collectives on
-// real machines"), where one matches this collective, rank count and machine.
+// Published nccl-tests bus bandwidths for large messages (third-party nccl-tests reference
+// pages for DGX H100 and DGX A100), where one matches this collective, rank count and machine.
 struct PublishedBusbw {
   double low_GBps = 0, high_GBps = 0;
   std::string_view system;

@@ -32,7 +32,7 @@ TEST(PlanCli, JsonHasTheIssueFieldsAndTheWrittenDecompositionLowers) {
 TEST(PlanCli, AMachineSetsTheGreedyPlacementsByteWeight) {
   auto r = run_tessel("plan -w ffn -d 8 -s megatron --placement greedy -m h100-sxm-8 --dtype bf16 --json");
   ASSERT_EQ(r.status, 0) << r.err;
-  // 989 Tflop/s bf16 over 450 GB/s of NVLink per direction (REFERENCES.md).
+  // 989 Tflop/s bf16 over 450 GB/s of NVLink per direction (vendor datasheets).
   EXPECT_NEAR(nlohmann::json::parse(r.out)["flops_per_byte"].get<double>(), 989e12 / 450e9, 1.0);
 }
 

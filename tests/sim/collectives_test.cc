@@ -1,4 +1,4 @@
-// Collective task graphs against the α-β closed forms of REFERENCES.md.
+// Collective task graphs against the α-β closed forms of ring and pairwise collectives.
 #include "sim/collectives.h"
 
 #include <gtest/gtest.h>
