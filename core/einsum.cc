@@ -184,4 +184,27 @@ std::string Einsum::to_string() const {
   return os.str();
 }
 
+GemmDims gemm_dims(const Einsum& e) {
+  auto reads = [](const std::vector<int>& v, int j) { return std::find(v.begin(), v.end(), j) != v.end(); };
+  GemmDims d;
+  for (int j = 0; j < e.rank(); ++j) {
+    const bool a = reads(e.inputs[0], j), b = reads(e.inputs[1], j), o = j < e.out_rank;
+    const std::int64_t size = e.join_shape[static_cast<std::size_t>(j)];
+    if (a && b && o) {
+      d.batch.push_back(j);
+      d.batch_size *= size;
+    } else if (a && o) {
+      d.m.push_back(j);
+      d.m_size *= size;
+    } else if (b && o) {
+      d.n.push_back(j);
+      d.n_size *= size;
+    } else {
+      d.k.push_back(j);
+      d.k_size *= size;
+    }
+  }
+  return d;
+}
+
 }  // namespace tessel

@@ -72,4 +72,14 @@ struct Einsum {
   friend bool operator==(const Einsum&, const Einsum&) = default;
 };
 
+// The join indices of a contraction (is_contraction()) by the role they play in one
+// batched GEMM, each list in join order: batch (both operands and the output), m (the
+// first operand and the output), n (the second operand and the output), k (aggregated);
+// and the product of each list's sizes. Every backend maps contractions through this.
+struct GemmDims {
+  std::vector<int> batch, m, n, k;
+  std::int64_t batch_size = 1, m_size = 1, n_size = 1, k_size = 1;
+};
+[[nodiscard]] GemmDims gemm_dims(const Einsum& e);
+
 }  // namespace tessel

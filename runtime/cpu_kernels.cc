@@ -63,21 +63,9 @@ template <class T>
 void gemm_path(const Einsum& e, const std::vector<const T*>& ops, T* out, Scratch<T>& s) {
   const auto& i0 = e.inputs[0];
   const auto& i1 = e.inputs[1];
-  auto has = [](const std::vector<int>& v, int j) { return std::find(v.begin(), v.end(), j) != v.end(); };
-  std::vector<int> B, M, N, K;
-  for (int j = 0; j < e.rank(); ++j) {
-    bool a = has(i0, j), b = has(i1, j), o = j < e.out_rank;
-    if (a && b && o) B.push_back(j);
-    else if (a && o) M.push_back(j);
-    else if (b && o) N.push_back(j);
-    else K.push_back(j);
-  }
-  auto prod = [&](const std::vector<int>& v) {
-    std::int64_t p = 1;
-    for (int j : v) p *= e.join_shape[j];
-    return p;
-  };
-  const std::int64_t nb = prod(B), m = prod(M), n = prod(N), k = prod(K);
+  const GemmDims dims = gemm_dims(e);
+  const std::vector<int>&B = dims.batch, &M = dims.m, &N = dims.n, &K = dims.k;
+  const std::int64_t nb = dims.batch_size, m = dims.m_size, n = dims.n_size, k = dims.k_size;
   std::vector<int> a_order = B, b_order = B, c_order = B;
   a_order.insert(a_order.end(), M.begin(), M.end());
   a_order.insert(a_order.end(), K.begin(), K.end());

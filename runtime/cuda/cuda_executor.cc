@@ -155,30 +155,18 @@ struct GemmPlan {
 GemmPlan plan_gemm(const Einsum& e) {
   const auto& i0 = e.inputs[0];
   const auto& i1 = e.inputs[1];
-  auto has = [](const std::vector<int>& v, int j) { return std::find(v.begin(), v.end(), j) != v.end(); };
-  std::vector<int> B, M, N, K;
-  for (int j = 0; j < e.rank(); ++j) {
-    const bool a = has(i0, j), b = has(i1, j), o = j < e.out_rank;
-    if (a && b && o) B.push_back(j);
-    else if (a && o) M.push_back(j);
-    else if (b && o) N.push_back(j);
-    else K.push_back(j);
-  }
-  auto prod = [&](const std::vector<int>& v) {
-    std::int64_t p = 1;
-    for (int j : v) p *= e.join_shape[static_cast<std::size_t>(j)];
-    return p;
-  };
+  const GemmDims dims = gemm_dims(e);
+  const std::vector<int>&B = dims.batch, &M = dims.m, &N = dims.n, &K = dims.k;
   auto cat = [](std::vector<int> a, const std::vector<int>& b, const std::vector<int>& c) {
     a.insert(a.end(), b.begin(), b.end());
     a.insert(a.end(), c.begin(), c.end());
     return a;
   };
   GemmPlan p;
-  p.nb = prod(B);
-  p.m = prod(M);
-  p.n = prod(N);
-  p.k = prod(K);
+  p.nb = dims.batch_size;
+  p.m = dims.m_size;
+  p.n = dims.n_size;
+  p.k = dims.k_size;
   const std::vector<int> a_n = cat(B, M, K), a_t = cat(B, K, M), b_n = cat(B, K, N), b_t = cat(B, N, K);
   const std::vector<int> c_order = cat(B, M, N);
   if (i0 == a_t && i0 != a_n) {

@@ -16,6 +16,26 @@ std::string error_of(const char* subs, std::vector<Shape> shapes) {
   return "no error";
 }
 
+TEST(Einsum, GemmDimsSortJoinIndicesByTheirRoleInABatchedGemm) {
+  // Attention scores: batch b and heads h in both operands and the output, queries s
+  // from the first, keys t from the second, head dimension d aggregated.
+  Einsum e = Einsum::from_subscripts("bhsd,bhtd->bhst", {{2, 4, 8, 16}, {2, 4, 6, 16}});
+  GemmDims g = gemm_dims(e);
+  EXPECT_EQ(g.batch, (std::vector<int>{0, 1}));
+  EXPECT_EQ(g.m, (std::vector<int>{2}));
+  EXPECT_EQ(g.n, (std::vector<int>{3}));
+  EXPECT_EQ(g.k, (std::vector<int>{4}));
+  EXPECT_EQ(g.batch_size, 8);
+  EXPECT_EQ(g.m_size, 8);
+  EXPECT_EQ(g.n_size, 6);
+  EXPECT_EQ(g.k_size, 16);
+  // A plain matmul has no batch; its sizes multiply to the join space.
+  GemmDims mm = gemm_dims(Einsum::from_subscripts("ij,jk->ik", {{2, 3}, {3, 5}}));
+  EXPECT_TRUE(mm.batch.empty());
+  EXPECT_EQ(mm.batch_size * mm.m_size * mm.n_size * mm.k_size, 2 * 3 * 5);
+  EXPECT_EQ(mm.k_size, 3);
+}
+
 TEST(Einsum, MatmulHasOutputIndicesFirstThenAggregated) {
   Einsum e = Einsum::from_subscripts("ij,jk->ik", {{2, 3}, {3, 4}});
   EXPECT_EQ(e.join_shape, (Shape{2, 4, 3}));
