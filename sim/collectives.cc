@@ -417,7 +417,7 @@ TaskGraph collective_task_graph(const CollectiveSpec& s) {
 
   // The slice of a rank's elements [0, total) that piece j covers.
   auto slice = [&](std::int64_t total, int j) {
-    const std::int64_t a = total * j / s.slices, z = total * (j + 1) / s.slices;
+    const std::int64_t a = split_point(j, total, s.slices), z = split_point(j + 1, total, s.slices);
     return std::pair{a, z - a};
   };
 
