@@ -10,6 +10,7 @@
 #include "core/workloads.h"
 
 #ifdef TESSEL_HAVE_CUDA
+#include "runtime/cuda/cuda_calibrate.h"
 #include "runtime/cuda/cuda_executor.h"
 #endif
 
@@ -78,11 +79,7 @@ void BM_CudaExecutorOverheadPerTask(benchmark::State& state) {
     state.SkipWithError(("no GPU: " + why).c_str());
     return;
   }
-  GraphBuilder b;
-  NodeId x = b.input("x", {256});
-  for (int i = 0; i < 200; ++i) x = b.map("add(x0,1)", x);
-  b.output(x, "y");
-  const Graph g = b.build();
+  const Graph g = runtime::overhead_probe_graph();
   const TaskGraph tg = lower(g, split_largest(g, 1));
   const runtime::TensorMap inputs = runtime::random_inputs(g, 1);
   runtime::CudaExecutor exec(runtime::CudaOptions{runtime::Policy::async, 1});

@@ -253,11 +253,7 @@ CudaCalibration calibrate_cuda(const CudaCalibrationOptions& o) {
   // Per-task overhead: a chain of 200 tiny elementwise nodes on one device; the span of the
   // graph less the time its kernels ran, per compute task (median of 5 runs).
   {
-    GraphBuilder b;
-    NodeId x = b.input("x", {256});
-    for (int i = 0; i < 200; ++i) x = b.map("add(x0,1)", x);
-    b.output(x, "y");
-    const Graph g = b.build();
+    const Graph g = overhead_probe_graph();
     const TaskGraph tg = lower(g, split_largest(g, 1));
     const TensorMap inputs = random_inputs(g, 1);
     CudaExecutor exec(CudaOptions{Policy::async, 1});
@@ -369,6 +365,14 @@ nlohmann::json to_json(const CudaCalibration& c) {
           {"peer_copy_bytes_per_s", c.peer_copy_bytes_per_s},
           {"launch_latency_s", c.launch_latency_s},
           {"task_overhead_s", c.task_overhead_s}};
+}
+
+Graph overhead_probe_graph(int nodes) {
+  GraphBuilder b;
+  NodeId x = b.input("x", {256});
+  for (int i = 0; i < nodes; ++i) x = b.map("add(x0,1)", x);
+  b.output(x, "y");
+  return b.build();
 }
 
 }  // namespace tessel::runtime

@@ -26,6 +26,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "core/graph.h"
 #include "core/machine.h"
 
 namespace tessel::runtime {
@@ -65,5 +66,8 @@ struct CudaCalibration {
 [[nodiscard]] CudaCalibration calibrate_cuda(const CudaCalibrationOptions& options);
 [[nodiscard]] Machine machine_from_cuda_calibration(const CudaCalibration& c);
 [[nodiscard]] nlohmann::json to_json(const CudaCalibration& c);
+// The per-task overhead probe: a chain of `nodes` tiny elementwise maps (256 floats) on one
+// device, so that a run's span is almost all dispatch. Calibration and the benchmark share it.
+[[nodiscard]] Graph overhead_probe_graph(int nodes = 200);
 
 }  // namespace tessel::runtime
