@@ -27,6 +27,10 @@ enum class ExitCode : int {
   internal = 4,    // any other exception: a bug
 };
 
+// The most timed runs (--repeat) or untimed warm-up runs (--warmup) one command takes:
+// every timed run keeps its timeline until the median is known.
+inline constexpr int kMaxRepeat = 10000;
+
 // A device count on the command line: 1 ..kMaxDevices (core/types.h), checked while the
 // command line is parsed, before any work.
 [[nodiscard]] CLI::Validator device_count();

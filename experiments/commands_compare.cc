@@ -148,14 +148,14 @@ void add_compare(CLI::App& app) {
                   "machine JSON from `tessel calibrate` (default: calibrate here, one calibration round before each "
                   "timed round, so that both see the machine at the same moments)");
   cmd->add_option("--network", o->network, "simulator network model: flow or alpha-beta")->capture_default_str();
-  cmd->add_option("--repeat", o->repeat, "measured runs per row; the median is reported")
+  cmd->add_option("--repeat", o->repeat, "measured runs per row, 1 to 10000; the median is reported")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, kMaxRepeat));
   cmd->add_option("--warmup", o->warmup,
                   "untimed runs of a row right before each of its timed runs, so that a timed run finds the caches as "
                   "a repeated step of the same graph leaves them (not as the calibration or another row did)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, kMaxRepeat));
   cmd->add_option("--calibration-seconds", o->calibration_seconds,
                   "without -m: measuring time of each calibration point per round")
       ->capture_default_str()

@@ -243,8 +243,9 @@ void add_run(CLI::App& app) {
       ->capture_default_str();
   o->cuda.add(*cmd);
   cmd->add_option("--policy", o->policy, "async (no barriers) or bsp (barriers between phases)")->capture_default_str();
-  cmd->add_option("--repeat", o->repeat, "runs to time; the median is reported")->capture_default_str()->check(
-      CLI::PositiveNumber);
+  cmd->add_option("--repeat", o->repeat, "runs to time, 1 to 10000; the median is reported, every run is checked")
+      ->capture_default_str()
+      ->check(CLI::Range(1, kMaxRepeat));
   cmd->add_option("--seed", o->seed, "seed of the random inputs")->capture_default_str();
   cmd->add_option("--trace", o->trace, "write the measured timeline (median run) as Chrome-trace JSON");
   cmd->add_flag("--json", o->json_out, "machine-readable output");
@@ -263,19 +264,30 @@ void add_run(CLI::App& app) {
     t0 = Clock::now();
     runtime::TensorMap want = runtime::evaluate_reference(g, inputs);
     double ref_s = seconds_since(t0);
-    std::vector<std::pair<double, runtime::RunResult>> runs;
-    for (int r = 0; r < o->repeat; ++r) {
+    // Every run's outputs are checked as soon as it ends and then dropped, so that memory
+    // holds one run's outputs and the timelines, not --repeat copies of the outputs.
+    std::vector<double> times;
+    std::vector<runtime::RunResult> runs;
+    std::vector<json> checks;
+    bool ok = true;
+    int first_bad = -1;
+    for (int rep = 0; rep < o->repeat; ++rep) {
       t0 = Clock::now();
       runtime::RunResult res = exec->run(g, tg, inputs);
-      runs.emplace_back(seconds_since(t0), std::move(res));
+      times.push_back(seconds_since(t0));
+      bool run_ok = false;
+      checks.push_back(check_outputs(g, res.outputs, want, &run_ok, o->backend));
+      if (!run_ok && first_bad < 0) first_bad = rep;
+      ok = ok && run_ok;
+      res.outputs.clear();
+      runs.push_back(std::move(res));
     }
-    std::vector<double> times;
-    for (const auto& r : runs) times.push_back(r.first);
     // The run reported and traced is one that happened: the median for an odd count,
-    // the upper middle for an even one (stats::median_index).
+    // the upper middle for an even one (stats::median_index). Its check is reported,
+    // unless an earlier or later run failed: then the first failing run's.
     const std::size_t median = stats::median_index(times);
-    const runtime::RunResult& r = runs[median].second;
-    double run_s = runs[median].first;
+    const runtime::RunResult& r = runs[median];
+    double run_s = times[median];
     // The task graph's own time (first task start to last task end, as compare and the
     // simulator count it), without placing inputs, starting workers and gathering outputs.
     double graph_s = 0;
@@ -289,8 +301,7 @@ void add_run(CLI::App& app) {
       }
       graph_s = hi - lo;
     }
-    bool ok = false;
-    json check = check_outputs(g, r.outputs, want, &ok, o->backend);
+    json check = first_bad >= 0 ? checks[static_cast<std::size_t>(first_bad)] : checks[median];
     if (!o->trace.empty()) {
       std::ostringstream os;
       write_chrome_trace(os, r.timeline, &tg, &g);

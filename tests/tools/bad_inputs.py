@@ -3,6 +3,7 @@
 inputs over every surface a user touches and checks README's error promise on each.
 
   bad_inputs.py TESSEL [--surface S ...] [--case NAME] [--jobs N] [--timeout-s T] [--list]
+                [--seed N] [--duration-s S]
 
 Surfaces: einsum subscripts and join/agg options, .npy files, graph / decomposition /
 machine / task-graph JSON, CLI numbers and options, workload strings, output paths.
@@ -21,7 +22,11 @@ Every case runs in a fresh empty folder holding only its input files. Its outcom
                  prefix), file left, wrong success (exit 0 on a certainly bad input), wrong
                  answer (a success that breaks one of the checks above)
 
-Generation is deterministic (fixed seed 15). Cases named in KNOWN_OPEN are not run and
+Generation is deterministic (seed 15 unless --seed says otherwise). --duration-s S keeps
+going for S seconds: after the first round it generates again with seeds N+1, N+2, ... and
+runs only the cases whose arguments and files no earlier round ran (the random mutations of
+JSON, .npy, subscripts and CLI numbers change with the seed), so a long run tries many more
+inputs: `bad_inputs.py build/bin/tessel --duration-s 600` is the ten-minute run. Cases named in KNOWN_OPEN are not run and
 are listed in the summary. Exits 0 when every case ran gives a clean error or a good
 success, 1 otherwise; failing cases keep their folder (printed) to replay.
 """
@@ -760,10 +765,10 @@ SURFACES = {
 }
 
 
-def generate():
+def generate(seed=SEED):
     cases = []
     for name, gen in SURFACES.items():
-        cases += gen(random.Random(f"{SEED}-{name}"))
+        cases += gen(random.Random(f"{seed}-{name}"))
     names = [c.name for c in cases]
     dup = {n for n in names if names.count(n) > 1}
     assert not dup, f"duplicate case names: {sorted(dup)[:5]}"
@@ -860,13 +865,19 @@ def main():
     ap.add_argument("--timeout-s", type=float, default=float(os.environ.get("BAD_INPUTS_TIMEOUT_S", 20)))
     ap.add_argument("--list", action="store_true", help="print the case names and arguments, run nothing")
     ap.add_argument("--run-known-open", action="store_true", help="run the KNOWN_OPEN cases too")
+    ap.add_argument("--seed", type=int, default=SEED, help="seed of the first round (default %(default)s)")
+    ap.add_argument("--duration-s", type=float, default=0.0,
+                    help="keep generating new rounds (seed+1, seed+2, ...) until this many seconds have passed")
     a = ap.parse_args()
 
-    cases = generate()
-    if a.surface:
-        cases = [c for c in cases if c.name.split("/")[0] in a.surface]
-    if a.case:
-        cases = [c for c in cases if any(s in c.name for s in a.case)]
+    def select(cases):
+        if a.surface:
+            cases = [c for c in cases if c.name.split("/")[0] in a.surface]
+        if a.case:
+            cases = [c for c in cases if any(s in c.name for s in a.case)]
+        return cases
+
+    cases = select(generate(a.seed))
     skipped = [] if a.run_known_open else [c for c in cases if c.name in KNOWN_OPEN]
     cases = [c for c in cases if c.name not in {s.name for s in skipped}]
     if a.list:
@@ -878,9 +889,28 @@ def main():
     keep_root = tempfile.mkdtemp(prefix="tessel-bad-inputs-")
     start = time.monotonic()
     results = []
-    with ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
-        for r in pool.map(lambda c: run_case(binary, c, a.timeout_s, keep_root, limit_memory), cases):
-            results.append(r)
+    seen = set()
+
+    def signature(c):
+        return (tuple(c.args), tuple(sorted(c.files.items())), tuple(sorted(c.links.items())))
+
+    seed, rounds = a.seed, 0
+    while True:
+        fresh = []
+        for c in cases:
+            sig = signature(c)
+            if sig not in seen:
+                seen.add(sig)
+                fresh.append(c)
+        with ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
+            for r in pool.map(lambda c: run_case(binary, c, a.timeout_s, keep_root, limit_memory), fresh):
+                results.append(r)
+        rounds += 1
+        if time.monotonic() - start >= a.duration_s:
+            break
+        seed += 1
+        cases = [c for c in select(generate(seed)) if c.name not in KNOWN_OPEN or a.run_known_open]
+        print(f"  round {rounds}: {len(results)} cases so far, {time.monotonic() - start:.0f} s", flush=True)
     took = time.monotonic() - start
 
     kinds = ["clean error", "success", "crash", "hang", "internal error", "unclean error", "file left",
@@ -899,7 +929,8 @@ def main():
     for case, verdict, detail, folder, seconds in failures:
         args = " ".join(repr(x) if len(x) < 80 else repr(x[:77] + "...") for x in case.args)
         print(f"FAIL {case.name}: {verdict}: {detail}\n     tessel {args}\n     folder {folder} ({seconds:.1f} s)")
-    print(f"\nbad-input suite: {len(results)} cases tried in {took:.1f} s ({a.jobs} at a time, limit {a.timeout_s:g} s each)")
+    print(f"\nbad-input suite: {len(results)} cases tried in {took:.1f} s ({a.jobs} at a time, limit {a.timeout_s:g} s each; "
+          f"{rounds} round{'s' if rounds != 1 else ''}, seeds {a.seed}..{seed})")
     print("  " + ", ".join(f"{k} {v}" for k, v in count.items() if k in ("clean error", "success") or True))
     print("  per surface: " + ", ".join(f"{s} {v['cases']}" + (f" ({v['failed']} failed)" if v["failed"] else "")
                                         for s, v in by_surface.items()))
