@@ -14,7 +14,6 @@
 namespace tessel {
 namespace {
 
-
 struct FnInfo {
   ScalarFn fn;
   std::string_view name;
