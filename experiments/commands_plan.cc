@@ -44,7 +44,7 @@ void add_plan_commands(CLI::App& app) {
   std::string help = "strategy:";
   for (const auto& s : planner::strategies()) help += "\n  " + s->name() + ": " + s->help();
   cmd->add_option("-s,--strategy", o->strategy, help)->capture_default_str();
-  cmd->add_option("--placement", o->placement, "round-robin, greedy (min-max load) or locality")->capture_default_str();
+  cmd->add_option("--placement", o->placement, "round-robin, greedy (min-max load) or locality (where the operand bytes are, at most ⌈blocks/n⌉ blocks of a node per device; a device left without compute is warned about and listed in --json as idle_devices)")->capture_default_str();
   cmd->add_option("--decomposition", o->manual, "decomposition JSON for -s manual");
   cmd->add_option("-m,--machine", o->machine,
                   "machine preset or JSON: the greedy placement then weighs bytes by its flop/s per byte/s");
@@ -60,6 +60,8 @@ void add_plan_commands(CLI::App& app) {
   cmd->footer(
       "Examples:\n  tessel plan -w llama-block:model=7b -d 8 -s eindecomp\n"
       "  tessel plan -w chain-sum:skewed=1 -d 4 -s exhaustive --json\n"
+      "  tessel plan -w llama-block:model=7b,batch=8 -d 8 -s data-parallel --weights fetched\n"
+      "  tessel plan -w llama-block:model=65b,batch=4 -d 32 -s dp-tp -m cluster:4xh100-sxm-8\n"
       "  tessel plan -w ffn -d 4 -s megatron --placement greedy -o ffn4.json && tessel simulate -w ffn "
       "--decomposition ffn4.json -m h100-sxm-8");
   cmd->callback([o] {

@@ -92,7 +92,7 @@ class DataParallel final : public Strategy {
  public:
   std::string name() const override { return "data-parallel"; }
   std::string help() const override {
-    return "data parallelism (PyTorch DDP, Li et al. 2020): the batch split everywhere it flows (then the "
+    return "data parallelism (PyTorch DDP: Li et al., PVLDB 13(12), 2020): the batch split everywhere it flows (then the "
            "sequence, when the batch is smaller than n); weights resident and replicated on every device";
   }
   Partitioning partition(const Graph& g, const PlanOptions& o) const override {
@@ -184,7 +184,7 @@ class Megatron final : public Strategy {
  public:
   std::string name() const override { return "megatron"; }
   std::string help() const override {
-    return "Megatron-LM tensor parallelism (Shoeybi et al. 2019): Q/K/V and W1/W3 column-parallel, attention "
+    return "Megatron-LM tensor parallelism (Shoeybi et al. 2019, arXiv 1909.08053): Q/K/V and W1/W3 column-parallel, attention "
            "split by heads, WO and W2 row-parallel with the sum of partials after them, norms and residuals split "
            "along the sequence (Korthikanti et al. 2022); weights resident in their shards";
   }
@@ -230,8 +230,8 @@ class DpTp final : public Strategy {
  public:
   std::string name() const override { return "dp-tp"; }
   std::string help() const override {
-    return "megatron inside each node, data parallel across nodes (Narayanan et al. 2021); needs -m, whole nodes "
-           "and batch >= the node count";
+    return "megatron inside each node, data parallel across nodes (Narayanan et al., SC 2021, arXiv 2104.04473); "
+           "needs -m (its devices per host are a node), whole nodes and batch >= the node count";
   }
   Partitioning partition(const Graph& g, const PlanOptions& o) const override {
     if (!o.machine) fail("strategy 'dp-tp' needs a machine (-m) to know how many devices share a node");
