@@ -659,8 +659,10 @@ Machine torus(std::string_view preset, const std::function<Machine(std::string_v
   if (p.counts.size() != 2 && p.counts.size() != 3) bad(preset, "a torus has 2 or 3 dimensions (torus:AxBxPRESET or torus:AxBxCxPRESET)");
   const Machine node = make_node(p.node);
   std::int64_t nodes = 1;
-  for (int c : p.counts) nodes *= c;
-  if (nodes > kMaxDevices) bad(preset, "too many nodes");
+  for (int c : p.counts) {
+    nodes *= c;  // each factor <= 2^31 - 1 and the running product <= kMaxDevices: no overflow
+    if (nodes > kMaxDevices) bad(preset, "more than " + std::to_string(kMaxDevices) + " nodes");
+  }
   check_size(preset, nodes, node);
   const double w = p.options.contains("link_bytes_per_s")
                        ? real_at_least(preset, "link_bytes_per_s", p.options.at("link_bytes_per_s"), 0, true)

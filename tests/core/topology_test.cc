@@ -105,6 +105,10 @@ TEST(Topology, FatTreeLevelsAndOversubscribedPods) {
   EXPECT_DOUBLE_EQ(m.link(core[3]).bytes_per_s, 4 * 400e9 / 4);
   EXPECT_DOUBLE_EQ(m.route_bytes_per_s(core), 50e9);
   EXPECT_DOUBLE_EQ(m.route_latency_s(core), 14e-6);
+  // The preset round-trips through machine JSON, routes included.
+  Machine back = machine_from_json(json::parse(to_json(m).dump()), "back");
+  EXPECT_EQ(back, m);
+  EXPECT_EQ(back.route(DeviceId(0), DeviceId(4 * 8 + 1), 3), m.route(DeviceId(0), DeviceId(4 * 8 + 1), 3));
 }
 
 TEST(Topology, OneLeafFatTreeRoutesExactlyAsClusterDoes) {
