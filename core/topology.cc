@@ -184,6 +184,7 @@ void TopologyRouter::route(DeviceId src, DeviceId dst, std::uint32_t channel, st
     for (const Hop& h : links_of(u))
       if (const std::int32_t c = cost(h.to); c != inf && c + 1 == remaining) next.push_back(&h);
     // Never empty: `remaining` is the shortest distance from u, reached through some link.
+    if (next.empty()) fail("internal: topology route from ", s, " to ", d, " lost its way at '", m_->node_name(u), "'");
     const Hop* h = next.size() == 1 ? next[0] : next[mix(flow ^ static_cast<std::uint64_t>(u)) % next.size()];
     out.emplace_back(h->link);
     u = h->to;
@@ -284,8 +285,12 @@ void validate_topology(const Machine& m, const std::string& what) {
   if (m.switches.size() >= TopologyRouter::max_switches())
     fail(what, ".switches: ", m.switches.size(), " switches exceed the maximum of ", TopologyRouter::max_switches() - 1);
   std::map<std::string, std::string> names;  // node name -> the field that names it
-  for (std::int32_t d = 0; d < devices; ++d)
-    names.emplace(m.node_name(d), what + ".devices[" + std::to_string(d) + "]");
+  for (std::int32_t d = 0; d < devices; ++d) {
+    const std::string w = what + ".devices[" + std::to_string(d) + "]";
+    if (auto [it, fresh] = names.emplace(m.node_name(d), w); !fresh)
+      fail(w, ".name: '", m.node_name(d), "' is also the name of ", it->second,
+           m.devices[static_cast<std::size_t>(d)].name.empty() ? " (an unnamed device is d<index>)" : "");
+  }
   for (std::size_t s = 0; s < m.switches.size(); ++s) {
     const std::string w = what + ".switches[" + std::to_string(s) + "].name";
     if (m.switches[s].name.empty()) fail(w, ": must not be empty");

@@ -254,6 +254,10 @@ TEST(Topology, BadGraphsNameTheField) {
   j["links"][10]["to"] = "leaf0";
   expect_error(j, "m.json.links[10].to: a link from 'leaf0' to itself is a loop that no route can use");
   j = leaf_spine();
+  j["devices"][3]["name"] = "g1";
+  j["links"][6]["from"] = j["links"][7]["to"] = "g1";
+  expect_error(j, "m.json.devices[3].name: 'g1' is also the name of m.json.devices[1]");
+  j = leaf_spine();
   j["switches"].push_back({{"name", "g2"}});
   expect_error(j, "m.json.switches[4].name: 'g2' is also the name of m.json.devices[2]");
   // Leaf 1 has no uplink left: g0 and g1 cannot reach g2 (the first pair is named).
