@@ -40,4 +40,21 @@ struct CudaCliOptions {
 [[nodiscard]] std::vector<double> profile_cuda_kernels(runtime::Executor& exec, const Graph& g, const TaskGraph& tg,
                                                        const runtime::TensorMap& inputs);
 
+// The MPI backend (runtime/mpi/, commands_mpi.cc): `--backend mpi` in a build with MPI
+// (TESSEL_HAVE_MPI), launched as `mpirun -np R tessel ...` (a process started without
+// mpirun is a job of one rank).
+[[nodiscard]] bool mpi_backend_built();
+// An MPI executor (initialises MPI); Error when the build has no MPI backend.
+[[nodiscard]] std::unique_ptr<runtime::Executor> make_mpi_executor(runtime::Policy policy);
+// False on the ranks of an MPI job other than rank 0: they run their part of every run
+// but check, print and write nothing (rank 0 holds the outputs and the timeline).
+[[nodiscard]] bool reports_results(const runtime::Executor& exec);
+// The rank and size of the MPI job this process belongs to: (0, 1) when MPI is not
+// active (or not built).
+[[nodiscard]] std::pair<int, int> mpi_rank_and_size();
+// main()'s end for an error: prints `line` and returns `code`, except in an MPI job of
+// several ranks, where an error all ranks share is printed by rank 0 only and any
+// other ends the whole job naming the rank (MPI_Abort).
+[[nodiscard]] int error_exit(int code, const std::string& line, const std::exception* error);
+
 }  // namespace tessel::cli
