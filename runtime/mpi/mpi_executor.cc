@@ -28,6 +28,8 @@ class MpiLink final : public RemoteLink {
         std::string what = s.substr(colon + 1);
         if (what == "kill")
           fault_kill_ = true;
+        else if (what == "any")
+          fault_any_ = true;
         else
           fault_task_ = std::atoi(what.c_str());
       }
@@ -94,7 +96,7 @@ class MpiLink final : public RemoteLink {
 
   void before_task(TaskId task) override {
     if (fault_kill_) ::raise(SIGKILL);
-    if (task.value == fault_task_) fail("injected fault (TESSEL_MPI_FAULT)");
+    if (fault_any_ || task.value == fault_task_) fail("injected fault (TESSEL_MPI_FAULT)");
   }
 
   void send(TaskId move, std::vector<std::byte> data) override {
@@ -239,6 +241,7 @@ class MpiLink final : public RemoteLink {
   std::int32_t num_phases_ = 0, phases_released_ = 0;
   std::exception_ptr error_;
   bool fault_kill_ = false;
+  bool fault_any_ = false;
   std::int64_t fault_task_ = -1;
 };
 
@@ -262,6 +265,12 @@ struct Fnv {
     }
   }
 };
+
+// "device 3" or "devices 2-3"
+std::string devices_text(int first, int last) {
+  return last - first == 1 ? "device " + std::to_string(first)
+                           : "devices " + std::to_string(first) + "-" + std::to_string(last - 1);
+}
 
 MPI_Comm world_dup() {
   MPI_Comm c;
@@ -350,10 +359,10 @@ RunResult MpiExecutor::run(const Graph& g, const TaskGraph& tg, const TensorMap&
   try {
     r = cpu_->run(g, tg, inputs);
   } catch (const ResourceError& e) {
-    mpi::abort_job("devices " + std::to_string(first) + "-" + std::to_string(last - 1) + ": " + e.what(), 3);
+    mpi::abort_job(devices_text(first, last) + ": " + e.what(), 3);
     throw;
   } catch (const std::exception& e) {
-    mpi::abort_job("devices " + std::to_string(first) + "-" + std::to_string(last - 1) + ": " + e.what(), 1);
+    mpi::abort_job(devices_text(first, last) + ": " + e.what(), 1);
     throw;
   }
   // Outputs to rank 0: each rank's output blocks, in task order, as one message.
