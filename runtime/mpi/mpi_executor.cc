@@ -196,8 +196,10 @@ class MpiLink final : public RemoteLink {
             std::size_t w = 0;
             for (std::size_t i = 0; i < requests_.size(); ++i)
               if (requests_[i] != MPI_REQUEST_NULL) {
-                requests_[w] = requests_[i];
-                pending_[w] = std::move(pending_[i]);
+                if (w != i) {  // never a self-move: it would free a send's buffer while MPI reads it
+                  requests_[w] = requests_[i];
+                  pending_[w] = std::move(pending_[i]);
+                }
                 ++w;
               }
             requests_.resize(w);
