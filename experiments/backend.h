@@ -52,6 +52,13 @@ struct CudaCliOptions {
 // The rank and size of the MPI job this process belongs to: (0, 1) when MPI is not
 // active (or not built).
 [[nodiscard]] std::pair<int, int> mpi_rank_and_size();
+// `tessel calibrate --backend mpi`, collective: rank 0 calibrates the CPU backend with
+// `devices` workers (0: every core) while the other ranks wait without spinning, then
+// every rank measures point-to-point latency and bandwidth against rank 0; the machine
+// is the CPU's with explicit routes between devices of different ranks through each
+// rank's MPI links. True on rank 0 (machine and JSON filled); false elsewhere.
+[[nodiscard]] bool calibrate_mpi_backend(int devices, double seconds_per_point, int rounds, Machine* machine,
+                                         nlohmann::json* report);
 // main()'s end for an error: prints `line` and returns `code`, except in an MPI job of
 // several ranks, where an error all ranks share is printed by rank 0 only and any
 // other ends the whole job naming the rank (MPI_Abort).

@@ -27,7 +27,7 @@ namespace tessel::experiments {
 
 struct CompareOptions {
   int devices = 2;
-  std::string backend = "cpu";  // cpu or cuda
+  std::string backend = "cpu";  // cpu, cuda or mpi (under mpirun; needs `machine`, analytic compute model)
   cli::CudaCliOptions cuda;     // --backend cuda: GPUs, moves, stream priority, tf32
   std::vector<std::string> strategies{"eindecomp", "data-parallel", "megatron"};
   std::vector<std::string> policies{"async", "bsp"};
@@ -82,6 +82,7 @@ struct TaskKindError {
 struct CompareResult {
   std::string graph;
   int devices = 0;
+  std::string backend = "cpu";
   std::string machine;  // "calibrated now" or the given name
   nlohmann::json calibration;  // null unless calibrated here
   std::string network;

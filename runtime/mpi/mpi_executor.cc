@@ -342,6 +342,7 @@ RunResult MpiExecutor::run(const Graph& g, const TaskGraph& tg, const TensorMap&
     throw mpi::CollectiveError("--backend mpi: the job has " + std::to_string(ranks_) + " ranks but the task graph only " +
                                std::to_string(tg.num_devices) + " devices (every rank owns at least one): start at most " +
                                std::to_string(tg.num_devices) + " ranks (mpirun -np) or use more devices (-d)");
+  mpi::lazy_barrier();  // rank 0 may still be busy (the reference): wait without spinning
   {
     const std::uint64_t mine = run_fingerprint(g, tg, inputs);
     std::vector<std::uint64_t> all(static_cast<std::size_t>(ranks_));

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <limits>
+#include <thread>
 
 #include "core/stats.h"
 
@@ -60,6 +61,17 @@ void abort_job(const std::string& message, int code) {
   std::fprintf(stderr, "tessel: error: %s: %s\n", describe_rank().c_str(), message.c_str());
   std::fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, code);
+}
+
+void lazy_barrier() {
+  MPI_Request req;
+  MPI_Ibarrier(MPI_COMM_WORLD, &req);
+  for (;;) {
+    int done = 0;
+    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (done) return;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
 }
 
 double now_s() {

@@ -36,6 +36,11 @@ class CollectiveError : public Error {
 // with `code` (MPI_Abort); returns only when MPI is not active.
 void abort_job(const std::string& message, int code);
 
+// A barrier that sleeps while it waits (MPI_Ibarrier, tested every 200 us): ranks that
+// wait for rank 0's work (the reference, a calibration) leave it the cores, where a
+// blocking MPI call would spin on them.
+void lazy_barrier();
+
 // Seconds of steady_clock (CLOCK_MONOTONIC) since its epoch.
 [[nodiscard]] double now_s();
 
