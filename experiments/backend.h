@@ -11,6 +11,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "core/machine.h"
+#include "experiments/sweep.h"
 #include "runtime/cpu_executor.h"
 #include "runtime/executor.h"
 
@@ -59,6 +60,15 @@ struct CudaCliOptions {
 // rank's MPI links. True on rank 0 (machine and JSON filled); false elsewhere.
 [[nodiscard]] bool calibrate_mpi_backend(int devices, double seconds_per_point, int rounds, Machine* machine,
                                          nlohmann::json* report);
+// `mpirun -np R tessel sweep ...` (an MPI job of several ranks, known from the launcher's
+// environment: OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_SIZE): on rank 0 sets
+// `options.distribute` so that run_sweep splits the points still to run over the ranks
+// (point k of them on rank k mod R; every row written by rank 0 as it arrives) and
+// returns true; on the other ranks runs their share and returns false (they write
+// nothing). Without such a job: true, `options` untouched. `jobs_given` false: each rank
+// takes its share of the cores.
+[[nodiscard]] bool sweep_over_ranks(const experiments::SweepSpec& spec, experiments::SweepOptions& options,
+                                    bool jobs_given);
 // main()'s end for an error: prints `line` and returns `code`, except in an MPI job of
 // several ranks, where an error all ranks share is printed by rank 0 only and any
 // other ends the whole job naming the rank (MPI_Abort).
