@@ -6,6 +6,8 @@
 #   mpi_test.sh TESSEL bad                  more ranks than devices, ranks given different inputs:
 #                                           one clear error, non-zero exit, no partial file
 #   mpi_test.sh TESSEL trace                one trace from rank 0 with every device's spans
+#   mpi_test.sh TESSEL sweep                a sweep over 2 ranks: the rows of one process, resumable
+#   mpi_test.sh TESSEL compare              calibrate and compare --backend mpi
 # Exit 77 (ctest SKIP_RETURN_CODE) where mpirun is missing. OpenMPI refuses to run as root
 # without --allow-run-as-root; --oversubscribe lets 4 ranks share 2 cores.
 set -u
@@ -133,6 +135,49 @@ PY
       bad "--trace on 2 ranks: the trace lacks some device's spans"
     else
       echo "ok: one trace with every rank's devices"
+    fi
+    ;;
+  sweep)
+    echo '{"workloads":["chain:size=256","ffn"],"devices":[2,4,8],"strategies":["split-largest","data-parallel"],"machines":["h100-sxm-8"],"policies":["async","bsp"]}' >"$tmp/s.json"
+    mpi 2 sweep "$tmp/s.json" -o "$tmp/mpi.csv"
+    rc1=$rc
+    "$tessel" sweep "$tmp/s.json" -o "$tmp/one.csv" >/dev/null 2>&1
+    # Every deterministic column (all but the *_wall_s ones and the error) alike.
+    strip() { cut -d, -f1-15 "$1" | sort; }
+    if [ $rc1 -ne 0 ]; then
+      bad "sweep on 2 ranks: exit $rc1"; cat "$tmp/out"
+    elif [ "$(wc -l <"$tmp/mpi.csv")" -ne 25 ] || [ "$(strip "$tmp/mpi.csv")" != "$(strip "$tmp/one.csv")" ]; then
+      bad "sweep on 2 ranks: rows differ from the sweep in one process"
+    else
+      echo "ok: sweep on 2 ranks writes the rows of one process"
+    fi
+    # Resume: drop the last 10 rows, run again on 2 ranks: every point exactly once.
+    head -n 15 "$tmp/mpi.csv" >"$tmp/part.csv"
+    mpi 2 sweep "$tmp/s.json" -o "$tmp/part.csv"
+    if [ $rc -ne 0 ] || ! grep -q "14 were already in" "$tmp/out" || [ "$(strip "$tmp/part.csv")" != "$(strip "$tmp/one.csv")" ]; then
+      bad "sweep on 2 ranks: resume"; cat "$tmp/out"
+    else
+      echo "ok: sweep on 2 ranks resumes"
+    fi
+    ;;
+  compare)
+    mpi 2 calibrate --backend mpi -d 2 --rounds 1 --seconds 0.01 -o "$tmp/m.json" --json
+    if [ $rc -ne 0 ] || ! grep -q '"p2p_bytes_per_s"' "$tmp/out" || ! grep -q 'rank1.mpi.out' "$tmp/m.json"; then
+      bad "calibrate --backend mpi: exit $rc"; cat "$tmp/out"
+    else
+      echo "ok: calibrate --backend mpi writes the links between ranks"
+      mpi 2 compare -w chain:size=64 -d 2 -s data-parallel --backend mpi -m "$tmp/m.json" --repeat 2 --json
+      if [ $rc -ne 0 ] || [ "$(grep -c '"backend": "mpi"' "$tmp/out")" -ne 1 ] || ! grep -q '"correct": true' "$tmp/out"; then
+        bad "compare --backend mpi: exit $rc"; cat "$tmp/out"
+      else
+        echo "ok: compare --backend mpi"
+      fi
+    fi
+    mpi 2 compare -w chain:size=64 -d 2 --backend mpi
+    if [ $rc -ne 1 ] || ! grep -q 'compare --backend mpi needs -m MACHINE.json' "$tmp/out"; then
+      bad "compare --backend mpi without -m: exit $rc"; cat "$tmp/out"
+    else
+      echo "ok: compare --backend mpi without -m refused"
     fi
     ;;
   *)
