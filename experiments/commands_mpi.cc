@@ -27,11 +27,6 @@
 #endif
 
 namespace tessel::cli {
-
-#ifdef TESSEL_HAVE_MPI
-
-bool mpi_backend_built() { return true; }
-
 namespace {
 
 // The job size the launcher announces (OpenMPI, MPICH / Hydra, PMIx), or 1.
@@ -40,6 +35,14 @@ int launched_ranks() {
     if (const char* s = std::getenv(v)) return std::max(1, std::atoi(s));
   return 1;
 }
+
+}  // namespace
+
+#ifdef TESSEL_HAVE_MPI
+
+bool mpi_backend_built() { return true; }
+
+namespace {
 
 nlohmann::json outcome_to_json(std::size_t index, const experiments::SweepOutcome& o) {
   return {{"index", index},
@@ -291,7 +294,14 @@ bool reports_results(const runtime::Executor&) { return true; }
 
 std::pair<int, int> mpi_rank_and_size() { return {0, 1}; }
 
-bool sweep_over_ranks(const experiments::SweepSpec&, experiments::SweepOptions&, bool) { return true; }
+bool sweep_over_ranks(const experiments::SweepSpec&, experiments::SweepOptions&, bool) {
+  // Several copies of one sweep would append to the same file at once.
+  if (launched_ranks() > 1)
+    fail("sweep: started by mpirun with ", launched_ranks(),
+         " ranks, but this build has no MPI backend to split the points over them: run one process (or rebuild with "
+         "MPI)");
+  return true;
+}
 
 bool calibrate_mpi_backend(int, double, int, Machine*, nlohmann::json*) {
   fail("calibrate --backend mpi: this build has no MPI backend (configured without an MPI library found, or with "
