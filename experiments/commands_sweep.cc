@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/io.h"
+#include "experiments/backend.h"
 #include "experiments/cli.h"
 #include "experiments/sweep.h"
 
@@ -62,6 +63,8 @@ void add_sweep_commands(CLI::App& app) {
     so.jobs = o->jobs > 0 ? o->jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     so.progress_bar = ::isatty(STDERR_FILENO) != 0;
     so.stop = [] { return g_interrupted != 0; };
+    // mpirun -np R tessel sweep ...: the points spread over the ranks, rank 0 writes.
+    if (!sweep_over_ranks(spec, so, o->jobs > 0)) return;
     g_interrupted = 0;
     auto previous = std::signal(SIGINT, on_sigint);
     experiments::SweepSummary s;

@@ -27,7 +27,7 @@ namespace tessel::experiments {
 
 struct CompareOptions {
   int devices = 2;
-  std::string backend = "cpu";  // cpu or cuda
+  std::string backend = "cpu";  // cpu, cuda or mpi (under mpirun; needs `machine`, analytic compute model)
   cli::CudaCliOptions cuda;     // --backend cuda: GPUs, moves, stream priority, tf32
   std::vector<std::string> strategies{"eindecomp", "data-parallel", "megatron"};
   std::vector<std::string> policies{"async", "bsp"};
@@ -83,6 +83,7 @@ struct TaskKindError {
 struct CompareResult {
   std::string graph;
   int devices = 0;
+  std::string backend = "cpu";
   std::string machine;  // "calibrated now" or the given name
   std::string weights;  // resident or fetched
   nlohmann::json calibration;  // null unless calibrated here

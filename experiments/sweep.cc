@@ -410,6 +410,15 @@ SweepSummary run_sweep(const SweepSpec& spec, const std::string& path, const Swe
     std::fflush(options.log);
   };
 
+  if (options.distribute) {  // an MPI job: the points spread over the ranks
+    std::vector<const SweepPoint*> all = sim_todo;
+    all.insert(all.end(), cpu_todo.begin(), cpu_todo.end());
+    options.distribute(all, finished);
+    ::close(fd);
+    if (options.progress_bar && summary.done != todo) std::fprintf(options.log, "\n");
+    summary.wall_s = seconds_since(t_start);
+    return summary;
+  }
   std::atomic<std::size_t> next{0};
   std::atomic<bool> stopped{false};
   auto worker = [&](const std::vector<const SweepPoint*>& list) {

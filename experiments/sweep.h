@@ -97,6 +97,11 @@ struct SweepOptions {
   std::function<bool()> stop = [] { return false; };
   // Called before each point starts (tests use it to stop a sweep halfway).
   std::function<void(const SweepPoint&)> on_start;
+  // Set by an MPI job (commands_mpi.cc, rank 0): runs the points still to run (in the
+  // order given, pointers into sweep_points(spec)) over the ranks, calling `finished`
+  // (thread-safe) for each as it completes, wherever it ran. Unset: every point here.
+  using Finished = std::function<void(const SweepPoint&, const SweepOutcome&)>;
+  std::function<void(const std::vector<const SweepPoint*>& todo, const Finished& finished)> distribute;
 };
 
 struct SweepSummary {

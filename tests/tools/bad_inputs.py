@@ -336,7 +336,9 @@ def einsum_cases(rng):
         add(f"parts-{i:02d}", "ij,jk->ik", ["a.npy", "b.npy"], "error" if i not in (3, 10, 11) else "any",
             extra=["--parts", parts, "-d", "2"])
     for i, backend in enumerate(["gpu", "", "CPU", "cuda", "mpi"]):
-        add(f"backend-{i:02d}", "ij->ji", ["a.npy"], "error", extra=["--backend", backend])
+        # mpi: a job of one rank in a build with the MPI backend, an error in one without.
+        add(f"backend-{i:02d}", "ij->ji", ["a.npy"], "any" if backend == "mpi" else "error",
+            extra=["--backend", backend])
     # Random damage to valid subscripts.
     valid = [("ij,jk->ik", ["a.npy", "b.npy"]), ("ij->ji", ["a.npy"]), ("ii->i", ["s.npy"]), ("i,i->", ["v.npy", "v.npy"])]
     alphabet = "ijkIJ,->. .1\u00e9x"
