@@ -20,7 +20,7 @@ namespace tessel::cli {
 struct CudaCliOptions {
   int gpus = 0;
   std::string moves = "copy";
-  std::string comm_priority = "normal";
+  std::string comm_priority;  // empty: normal (compare: and the machine's for the simulation)
   bool tf32 = false;
   void add(CLI::App& app);
 };

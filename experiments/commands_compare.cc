@@ -16,6 +16,7 @@
 #include "core/task_graph.h"
 #include "experiments/backend.h"
 #include "experiments/cli.h"
+#include "experiments/overlap_cli.h"
 #include "experiments/compare.h"
 #include "runtime/calibrate.h"
 #include "runtime/cpu_executor.h"
@@ -119,6 +120,7 @@ void add_compare(CLI::App& app) {
     std::string policies = "async,bsp";
     std::string backend = "cpu";
     CudaCliOptions cuda;
+    OverlapOptions overlap;
     std::string machine;
     std::string network = "flow";
     int repeat = 5;
@@ -144,6 +146,7 @@ void add_compare(CLI::App& app) {
                   "only)")
       ->capture_default_str();
   o->cuda.add(*cmd);
+  o->overlap.add(*cmd, false, false);
   cmd->add_option("-m,--machine", o->machine,
                   "machine JSON from `tessel calibrate` (default: calibrate here, one calibration round before each "
                   "timed round, so that both see the machine at the same moments)");
@@ -209,6 +212,16 @@ void add_compare(CLI::App& app) {
     co.cache_model = !o->no_cache_model;
     co.seed = o->seed;
     co.trace_dir = o->trace_dir;
+    // --comm-priority sets the CUDA comm stream's priority and the simulated one alike.
+    OverlapOptions ov = o->overlap;
+    ov.comm_priority = o->cuda.comm_priority;
+    co.interference = ov.interference();
+    co.ready_order = ov.ready();
+    if (co.machine) {
+      ov.apply(*co.machine);  // a bad --comm-sms fails before any run
+    } else if (!cuda && ov.comm_sms > 0) {
+      fail("--comm-sms ", ov.comm_sms, ": the CPU backend's calibrated machine has no SMs to reserve");
+    }
     const experiments::CompareResult res = experiments::run_compare(g, o->graph.describe(), co);
     if (o->json_out)
       print_json(experiments::compare_to_json(res));

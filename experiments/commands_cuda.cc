@@ -25,8 +25,9 @@ void CudaCliOptions::add(CLI::App& app) {
   app.add_option("--moves", moves, "--backend cuda: copy (cudaMemcpyPeerAsync / device-to-device) or nccl (send/recv)")
       ->capture_default_str()
       ->check(CLI::IsMember({"copy", "nccl"}));
-  app.add_option("--comm-priority", comm_priority, "--backend cuda: priority of the moves' stream: normal or high")
-      ->capture_default_str()
+  app.add_option("--comm-priority", comm_priority,
+                 "priority of the communication stream: normal (default) or high; --backend cuda creates the moves' "
+                 "stream with it, and compare also simulates with it (the machine's interference.comm_priority)")
       ->check(CLI::IsMember({"normal", "high"}));
   app.add_flag("--tf32", tf32, "--backend cuda: f32 contractions on tensor cores (TF32)");
 }
@@ -40,7 +41,7 @@ std::unique_ptr<runtime::Executor> make_cuda_executor(runtime::Policy policy, co
   c.policy = policy;
   c.gpus = o.gpus;
   c.moves = runtime::parse_move_method(o.moves);
-  c.comm_priority = runtime::parse_comm_priority(o.comm_priority);
+  c.comm_priority = o.comm_priority.empty() ? CommPriority::normal : runtime::parse_comm_priority(o.comm_priority);
   c.tf32 = o.tf32;
   return std::make_unique<runtime::CudaExecutor>(c);
 }
