@@ -62,6 +62,7 @@ void add_calibrate(CLI::App& app) {
     double seconds = 0.05;
     int rounds = 3;
     bool json_out = false;
+    bool overlap = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("calibrate", "measure a backend and write a machine JSON the simulator accepts");
@@ -80,11 +81,20 @@ void add_calibrate(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", o->json_out, "print the measurements as JSON");
-  cmd->footer("Example:\n  tessel calibrate -d 2 -o cpu2.json && tessel simulate -w chain -d 2 -m cpu2.json");
+  cmd->add_flag("--overlap", o->overlap,
+                "--backend cuda: also measure compute/communication overlap (a GEMM stream and a communication stream: "
+                "copy engines and SM copy kernels, normal and high priority, with and without SMs reserved) and write "
+                "the measured interference rows");
+  cmd->footer("Example:\n  tessel calibrate -d 2 -o cpu2.json && tessel simulate -w chain -d 2 -m cpu2.json\n"
+              "  tessel calibrate --backend cuda --overlap -o h100.json   (needs a GPU)");
   cmd->callback([o] {
+    if (o->overlap && o->backend != "cuda")
+      fail("calibrate --overlap: needs --backend cuda (CPU workers run compute and communication on one lane: "
+           "nothing overlaps)");
     if (o->backend == "cuda") {
       Machine m;
       json j = calibrate_cuda_backend(o->devices > 0 ? o->devices : 1, o->gpus, o->seconds, &m);
+      if (o->overlap) j["overlap"] = calibrate_cuda_overlap_backend(o->seconds, &m);
       write_file_atomic(o->out, to_json(m).dump(2) + "\n");
       if (o->out == "-") return;  // the machine went to stdout in place of the report
       if (o->json_out) {

@@ -2,6 +2,7 @@
 // CUDA calls only where the backend was built.
 #include "experiments/backend.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
@@ -12,7 +13,10 @@
 #ifdef TESSEL_HAVE_CUDA
 #include "runtime/cuda/cuda_calibrate.h"
 #include "runtime/cuda/cuda_executor.h"
+#include "runtime/cuda/cuda_overlap.h"
 #endif
+
+#include <ctime>
 
 namespace tessel::cli {
 
@@ -61,6 +65,31 @@ nlohmann::json calibrate_cuda_backend(int devices, int gpus, double seconds_per_
   return runtime::to_json(c);
 }
 
+nlohmann::json calibrate_cuda_overlap_backend(double seconds_per_point, Machine* machine) {
+  std::fprintf(stderr, "measuring compute/communication overlap (GEMM stream + communication stream)...\n");
+  runtime::OverlapCalibrationOptions o;
+  o.seconds_per_point = std::max(0.02, seconds_per_point);
+  const runtime::OverlapCalibration c = runtime::calibrate_cuda_overlap(o);
+  char date[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
+  const Interference measured = runtime::interference_from_overlap(c, date);
+  machine->interference.measured = measured.measured;
+  machine->interference.normal = measured.normal;
+  machine->interference.high = measured.high;
+  machine->interference.copy_engine_normal = measured.copy_engine_normal;
+  machine->interference.copy_engine_high = measured.copy_engine_high;
+  machine->interference.reserved = measured.reserved;
+  for (const runtime::OverlapPoint& p : c.points)
+    std::fprintf(stderr,
+                 "  %-11s %-6s %3d SMs reserved: compute x%.3f, comm x%.3f while both run; total %s against serial %s "
+                 "and perfect overlap %s (%.0f%% of the ideal overlap captured)\n",
+                 p.mechanism.c_str(), p.priority.c_str(), p.comm_sms, p.compute_slowdown, p.comm_slowdown,
+                 human_seconds(p.total_s).c_str(), human_seconds(p.serial_s).c_str(), human_seconds(p.perfect_s).c_str(),
+                 100 * p.overlap_captured);
+  return runtime::to_json(c);
+}
+
 std::vector<double> profile_cuda_kernels(runtime::Executor& exec, const Graph& g, const TaskGraph& tg,
                                          const runtime::TensorMap& inputs) {
   auto* cuda = dynamic_cast<runtime::CudaExecutor*>(&exec);
@@ -84,6 +113,8 @@ std::unique_ptr<runtime::Executor> make_cuda_executor(runtime::Policy, const Cud
 }
 
 nlohmann::json calibrate_cuda_backend(int, int, double, Machine*) { no_cuda_build("calibrate --backend cuda"); }
+
+nlohmann::json calibrate_cuda_overlap_backend(double, Machine*) { no_cuda_build("calibrate --backend cuda --overlap"); }
 
 std::vector<double> profile_cuda_kernels(runtime::Executor&, const Graph&, const TaskGraph&, const runtime::TensorMap&) {
   no_cuda_build("compare --backend cuda");

@@ -161,7 +161,7 @@ ReproduceResult reproduce_fused_collective(const ReproduceOptions& o, const std:
     for (const Scale& sc : scales)
       draw(o, res, name, "-" + sc.label,
            {"--x", "size", "--y", "makespan_s", "--group", "mode", "--panel", "collective", "--where",
-            "scale=" + sc.label, "--scale-y", "1e6", "--xlabel", "size (tokens / rows / batch)", "--ylabel",
+            "scale=" + sc.label, "--scale-y", "1e6", "--xlabel", "size (tokens / cols / batch)", "--ylabel",
             "makespan (us)", "--title", "bulk vs fused, " + sc.label + " (" + std::to_string(sc.devices) + " simulated H100s)"},
            say);
   return res;
