@@ -33,6 +33,8 @@
 //    "interference": {"comm_priority": "normal", "comm_sms": 0,
 //                     "normal": {"compute_slowdown": 1.189, "comm_slowdown": 2.98},
 //                     "high": {"compute_slowdown": 1.4, "comm_slowdown": 1.71}},
+//                     (every field: core/interference.h — copy-engine rows, measured
+//                     reserved-SM rows, "measured", the fused-task model)
 //    "barrier_latency_s": 0}
 // Optional fields: a device type's peak_flops_per_s entries (a dtype left out cannot be
 // simulated), launch_latency_s (0), sm_count (0), efficiency ([] = 1); a device's link
