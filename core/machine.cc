@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/json_read.h"
+#include "core/interference.h"
 #include "core/io.h"
 #include "core/topology.h"
 
@@ -49,13 +50,6 @@ double DeviceType::efficiency_at(double flops) const {
   auto lo = hi - 1;
   double x = (std::log(flops) - std::log(lo->flops)) / (std::log(hi->flops) - std::log(lo->flops));
   return lo->efficiency + x * (hi->efficiency - lo->efficiency);
-}
-
-double Interference::compute_slowdown(int sm_count) const {
-  double s = active().compute_slowdown;
-  if (comm_sms > 0 && sm_count > comm_sms)
-    s = std::max(s, static_cast<double>(sm_count) / static_cast<double>(sm_count - comm_sms));
-  return s;
 }
 
 // ---- routes ---------------------------------------------------------------------
@@ -239,13 +233,7 @@ void Machine::validate(std::string_view what_sv) const {
         fail(what, ".links[", i, "].", links[i].from == kNoNode ? "from" : "to",
              ": on a topology graph (a machine with switches, or links with from and to) every link needs both ends");
   const std::string wi = what + ".interference";
-  if (interference.comm_sms < 0) fail(wi, ".comm_sms: must be >= 0, got ", interference.comm_sms);
-  for (const auto& [row, f] : {std::pair{"normal", interference.normal}, std::pair{"high", interference.high}}) {
-    if (!(std::isfinite(f.compute_slowdown) && f.compute_slowdown >= 1))
-      fail(wi, ".", row, ".compute_slowdown: must be a finite number >= 1 (1 = no slowdown), got ", f.compute_slowdown);
-    if (!(std::isfinite(f.comm_slowdown) && f.comm_slowdown >= 1))
-      fail(wi, ".", row, ".comm_slowdown: must be a finite number >= 1 (1 = no slowdown), got ", f.comm_slowdown);
-  }
+  validate_interference(interference, wi);
   validate_topology(*this, what);
 }
 
@@ -622,13 +610,6 @@ std::vector<LinkId> links_from(const json& a, const std::map<std::string, std::i
   return out;
 }
 
-SlowdownFactors factors_from(const json& j, const std::string& what, SlowdownFactors f) {
-  if (!j.is_object()) fail(what, ": expected an object, got ", json_read::describe(j));
-  f.compute_slowdown = number_field_or(j, "compute_slowdown", what, f.compute_slowdown);
-  f.comm_slowdown = number_field_or(j, "comm_slowdown", what, f.comm_slowdown);
-  return f;
-}
-
 }  // namespace
 
 json to_json(const Machine& m) {
@@ -684,12 +665,7 @@ json to_json(const Machine& m) {
   json routes = json::array();
   for (const RouteEntry& r : m.routes)
     routes.push_back({{"src", r.src.value}, {"dst", r.dst.value}, {"links", link_names(m, r.links)}});
-  const Interference& f = m.interference;
-  json interference = {
-      {"comm_priority", std::string(to_string(f.comm_priority))},
-      {"comm_sms", f.comm_sms},
-      {"normal", {{"compute_slowdown", f.normal.compute_slowdown}, {"comm_slowdown", f.normal.comm_slowdown}}},
-      {"high", {{"compute_slowdown", f.high.compute_slowdown}, {"comm_slowdown", f.high.comm_slowdown}}}};
+  const json interference = interference_to_json(m.interference);
   json out = {{"name", m.name},     {"device_types", types}, {"hosts", hosts},
               {"links", links},      {"devices", devices},    {"routes", routes},
               {"interference", interference}, {"barrier_latency_s", m.barrier_latency_s}};
@@ -846,21 +822,7 @@ Machine machine_from_json(const json& j, std::string_view what_sv) {
     m.routes.push_back(std::move(r));
   }
 
-  if (j.contains("interference")) {
-    const json& fj = j.at("interference");
-    std::string w = what + ".interference";
-    if (!fj.is_object()) fail(w, ": expected an object, got ", json_read::describe(fj));
-    Interference& f = m.interference;
-    if (fj.contains("comm_priority")) {
-      std::string p = string_field(fj, "comm_priority", w);
-      if (p == "normal") f.comm_priority = CommPriority::normal;
-      else if (p == "high") f.comm_priority = CommPriority::high;
-      else fail(w, ".comm_priority: expected \"normal\" or \"high\", got \"", p, "\"");
-    }
-    if (fj.contains("comm_sms")) f.comm_sms = static_cast<int>(integer(fj.at("comm_sms"), w + ".comm_sms"));
-    if (fj.contains("normal")) f.normal = factors_from(fj.at("normal"), w + ".normal", f.normal);
-    if (fj.contains("high")) f.high = factors_from(fj.at("high"), w + ".high", f.high);
-  }
+  if (j.contains("interference")) interference_from_json(j.at("interference"), what + ".interference", m.interference);
   m.barrier_latency_s = number_field_or(j, "barrier_latency_s", what, 0.0);
   m.validate(what);
   return m;

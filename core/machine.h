@@ -37,6 +37,8 @@
 //    "interference": {"comm_priority": "normal", "comm_sms": 0,
 //                     "normal": {"compute_slowdown": 1.189, "comm_slowdown": 2.98},
 //                     "high": {"compute_slowdown": 1.4, "comm_slowdown": 1.71}},
+//                     (every field: core/interference.h — copy-engine rows, measured
+//                     reserved-SM rows, "measured", the fused-task model)
 //    "barrier_latency_s": 0}
 // Optional fields: a device type's peak_flops_per_s entries (a dtype left out cannot be
 // simulated), launch_latency_s (0), sm_count (0), efficiency ([] = 1); a device's link
@@ -167,19 +169,62 @@ struct RouteEntry {
   friend bool operator==(const RouteEntry&, const RouteEntry&) = default;
 };
 
+struct Machine;
+
 enum class CommPriority : std::uint8_t { normal, high };
 [[nodiscard]] std::string_view to_string(CommPriority p);
+[[nodiscard]] CommPriority parse_comm_priority(std::string_view s, std::string_view what = "comm_priority");
+
+// How a device's communication moves its bytes: SM copy kernels (NCCL's, one CTA per
+// channel, competing with compute for SMs) or the copy engines (cudaMemcpyAsync: DMA,
+// no SMs, only HBM bandwidth shared).
+enum class CommMechanism : std::uint8_t { sm_kernels, copy_engine };
+[[nodiscard]] std::string_view to_string(CommMechanism m);  // "sm_kernels", "copy_engine"
+// Accepts "sm_kernels"/"sm-kernels"/"sm" and "copy_engine"/"copy-engine"/"ce".
+[[nodiscard]] CommMechanism parse_comm_mechanism(std::string_view s, std::string_view what = "comm_mechanism");
 
 // Multipliers (>= 1) on the duration of work while both the compute lane and the
 // communication lane of a device are busy: compute runs 1/compute_slowdown as fast,
-// communication 1/comm_slowdown. 1 and 1 = perfect overlap.
+// communication 1/comm_slowdown. 1 and 1 = perfect overlap. `source` names where the
+// figures come from (a paper and section, or "measured: tessel calibrate ... on DEVICE").
 struct SlowdownFactors {
   double compute_slowdown = 1;
   double comm_slowdown = 1;
+  std::string source;
   friend bool operator==(const SlowdownFactors&, const SlowdownFactors&) = default;
 };
 
-// Defaults from published measurements of compute/communication overlap:
+// A measured configuration with SMs reserved for communication (SM copy kernels).
+struct ReservedFactors {
+  CommPriority comm_priority = CommPriority::normal;
+  int comm_sms = 0;  // > 0
+  SlowdownFactors factors;
+  friend bool operator==(const ReservedFactors&, const ReservedFactors&) = default;
+};
+
+// A fused computation-collective task (arXiv 2305.06942): a GEMM whose output is sent in
+// `tiles` pieces as they finish, its compute running at (1 - comm_occupancy) of its
+// speed because the communication code holds that share of the occupancy.
+struct FusedModel {
+  int tiles = 16;               // pieces a fused GEMM's output is sent in (a modelling choice)
+  double comm_occupancy = 0.125;  // arXiv 2305.06942 (SC24): 12.5% occupancy for the communication code
+  friend bool operator==(const FusedModel&, const FusedModel&) = default;
+};
+
+// The interference model (core/interference.cc). Which row applies: the run's mechanism,
+// stream priority and reserved SMs (comm_mechanism, comm_priority, comm_sms):
+//  - SM copy kernels, no SMs reserved: `normal` or `high`.
+//  - copy engines: `copy_engine_normal` / `copy_engine_high` (their published default
+//    where the JSON gives none); reserved SMs only set the compute floor below.
+//  - SM copy kernels with comm_sms > 0: the `reserved` entry of that priority and SM
+//    count if the JSON has one (measured), otherwise the rule: compute
+//    max(row.compute, sm_count / (sm_count − comm_sms)) (compute runs on the SMs left),
+//    communication min(row.comm, copy-engine row's comm) (its kernels find their SMs
+//    free, so only the HBM contention a copy engine also meets is left).
+// With `measured` true (tessel calibrate --overlap writes it) no published default fills a
+// configuration the JSON lacks: resolving it is an Error naming the missing field.
+//
+// Published defaults (every figure's derivation in docs: sim/README.md, "Interference"):
 //  - normal priority: compute 18.9% slower on average under concurrent communication
 //    (arXiv 2507.03114, A100/H100/MI250/MI210). Communication: concurrent execution
 //    captures 21% of the ideal overlap speedup by default (arXiv 2412.14335); for equal
@@ -189,26 +234,54 @@ struct SlowdownFactors {
 //  - high priority (a prioritised communication stream with CU/SM partitioning):
 //    compute up to 40% slower (the maximum of arXiv 2507.03114); 42% of the ideal overlap
 //    captured (arXiv 2412.14335) gives 1.4 + 1 − 1.4/c = 1.58 → c = 1.71.
-//  - comm_sms: SMs reserved for communication (NCCL runs one CTA per channel, up to 64):
-//    compute then runs on at most sm_count − comm_sms SMs while communication is active,
-//    i.e. compute_slowdown is at least sm_count / (sm_count − comm_sms). 0 = not reserved
+//  - copy engines: 72% of the ideal overlap captured with copy-engine (DMA) collectives
+//    (arXiv 2412.14335); both sides assumed slowed alike (HBM bandwidth is all they
+//    share): s·W = (2 − 0.72)·W → s = 1.28 for compute and communication. Stream priority
+//    orders thread blocks on SMs only (CUDA programming guide, stream priorities), so the
+//    high row equals the normal one.
+//  - comm_sms: SMs reserved for communication (NCCL runs one CTA per channel, up to 64;
+//    the resource-aware overlap paper, arXiv 2606.09200, caps the compute kernel's
+//    occupancy through its shared-memory request to the same effect). 0 = not reserved
 //    (the measured slowdowns already include the SMs communication takes).
 struct Interference {
   CommPriority comm_priority = CommPriority::normal;
   int comm_sms = 0;
-  SlowdownFactors normal{1.189, 2.98};
-  SlowdownFactors high{1.40, 1.71};
+  SlowdownFactors normal{1.189, 2.98, "arXiv 2507.03114 (18.9% mean compute slowdown); arXiv 2412.14335 (21% of ideal overlap)"};
+  SlowdownFactors high{1.40, 1.71, "arXiv 2507.03114 (40% max compute slowdown); arXiv 2412.14335 (42% of ideal overlap with priority + CU partitioning)"};
+  CommMechanism comm_mechanism = CommMechanism::sm_kernels;
+  // Copy-engine rows; empty source = not given (the published default applies).
+  SlowdownFactors copy_engine_normal{}, copy_engine_high{};
+  std::vector<ReservedFactors> reserved;  // measured points, SM copy kernels
+  bool measured = false;
+  FusedModel fused;
 
-  [[nodiscard]] const SlowdownFactors& active() const { return comm_priority == CommPriority::high ? high : normal; }
+  // The factors a run with these settings uses on a device with `sm_count` SMs; Error
+  // naming the missing field on a measured machine without that configuration.
+  [[nodiscard]] SlowdownFactors resolve(int sm_count, std::string_view what = "machine.interference") const;
   // The compute slowdown on a device with `sm_count` SMs, the SM floor included.
-  [[nodiscard]] double compute_slowdown(int sm_count) const;
-  [[nodiscard]] double comm_slowdown() const { return active().comm_slowdown; }
-  [[nodiscard]] static Interference none() { return {CommPriority::normal, 0, {1, 1}, {1, 1}}; }
+  [[nodiscard]] double compute_slowdown(int sm_count) const { return resolve(sm_count).compute_slowdown; }
+  [[nodiscard]] double comm_slowdown(int sm_count = 0) const { return resolve(sm_count).comm_slowdown; }
+  [[nodiscard]] static Interference none();
   friend bool operator==(const Interference&, const Interference&) = default;
 };
 
+// Published copy-engine row (see above).
+[[nodiscard]] SlowdownFactors published_copy_engine_factors();
+
+// Interference settings chosen on the command line (--comm-priority, --comm-sms,
+// --comm-mechanism); unset fields keep the machine's.
+struct InterferenceSettings {
+  bool set_priority = false, set_sms = false, set_mechanism = false;
+  CommPriority comm_priority = CommPriority::normal;
+  int comm_sms = 0;
+  CommMechanism comm_mechanism = CommMechanism::sm_kernels;
+  // Sets them on `m`; Error naming `option_sms` when comm_sms leaves a device type no SM
+  // ("--comm-sms 200: device type 'h100-sxm5' has 132 SMs").
+  void apply(Machine& m, std::string_view option_sms = "--comm-sms") const;
+  [[nodiscard]] bool any() const { return set_priority || set_sms || set_mechanism; }
+};
+
 class TopologyRouter;
-struct Machine;
 
 // The topology's lazily built router, shared by copies of a machine until one of them is
 // assigned to: a cache, not part of the machine's value (copies compare equal).

@@ -181,6 +181,55 @@ Graph build_llama(const Params& p) {
   return g.build();
 }
 
+// The fused computation-collective workloads (arXiv 2305.06942). Each is a producer and a
+// consumer whose partitions differ, so that lowering moves the producer's output as the
+// collective named: the decomposition chooses the pattern (`--parts` examples in
+// workloads()' help and in tessel reproduce fused-collective).
+//   gemm-alltoall   per expert e, Y[e] = X[e]·W[e] (experts split over devices, each with
+//   its own weights, as in expert parallelism), then silu(Y) split by tokens: every
+//   device needs its tokens' rows from every expert, an all-to-all.
+Graph build_gemm_alltoall(const Params& p) {
+  std::int64_t e = p.integer("experts"), t = p.integer("tokens"), k = p.integer("dim"), n = p.integer("out");
+  GraphBuilder g(p.dtype());
+  auto x = g.input("x", {e, t, k});
+  auto w = g.input("w", {e, k, n});
+  auto y = g.einsum("etk,ekn->etn", {x, w}, {}, std::nullopt, "gemm");
+  auto z = g.map("silu(x0)", y, "act");
+  g.output(z, "out");
+  return g.build();
+}
+
+//   gemv-allreduce  y = W·x with the reduction index split (partial sums on every device),
+//   then silu(y) split by rows (a reduce-scatter of the partials) and u = V·silu(y), rows
+//   split, which needs all of it on every device (an all-gather): an all-reduce.
+Graph build_gemv_allreduce(const Params& p) {
+  std::int64_t n = p.integer("rows"), k = p.integer("cols"), b = p.integer("batch");
+  GraphBuilder g(p.dtype());
+  auto w = g.input("W", {n, k});
+  auto x = g.input("x", {k, b});
+  auto v = g.input("V", {n, n});
+  auto y = g.einsum("nk,kb->nb", {w, x}, {}, std::nullopt, "gemv");
+  auto a = g.map("silu(x0)", y, "act");
+  auto u = g.einsum("mn,nb->mb", {v, a}, {}, std::nullopt, "next");
+  g.output(u, "out");
+  return g.build();
+}
+
+//   embedding-alltoall  per table t, E[b,t,h] = onehot[b,t,v] · table[t,v,h] (tables split
+//   over devices, as DLRM shards them), then silu(E) split by batch: an all-to-all. The
+//   one-hot contraction stands in for the lookup (a gather): it has the lookup's inputs and
+//   output, but vocab × its flops.
+Graph build_embedding_alltoall(const Params& p) {
+  std::int64_t b = p.integer("batch"), t = p.integer("tables"), v = p.integer("vocab"), h = p.integer("dim");
+  GraphBuilder g(p.dtype());
+  auto idx = g.input("onehot", {b, t, v});
+  auto tab = g.input("tables", {t, v, h});
+  auto e = g.einsum("btv,tvh->bth", {idx, tab}, {}, std::nullopt, "embed");
+  auto z = g.map("silu(x0)", e, "act");
+  g.output(z, "out");
+  return g.build();
+}
+
 }  // namespace
 
 const std::vector<WorkloadInfo>& workloads() {
@@ -212,6 +261,29 @@ const std::vector<WorkloadInfo>& workloads() {
         {"dim", "", "model dimension (default: the model's)"},
         {"heads", "", "attention heads (default: the model's)"},
         {"hidden", "", "FFN hidden dimension (default: the model's)"},
+        {"dtype", "f32", "f16, bf16, f32 or f64"}}},
+      {"gemm-alltoall",
+       "GEMM then all-to-all (arXiv 2305.06942): per expert gemm etk,ekn->etn, act = silu; e.g. --parts "
+       "x=8x1x1,w=8x1x1,gemm=8x1x1x1,act=1x8x1",
+       {{"experts", "8", "experts (one GEMM each; split over the devices)"},
+        {"tokens", "1024", "tokens per expert"},
+        {"dim", "1024", "inner dimension"},
+        {"out", "1024", "columns of the output"},
+        {"dtype", "f32", "f16, bf16, f32 or f64"}}},
+      {"gemv-allreduce",
+       "GEMV then all-reduce (arXiv 2305.06942): gemv nk,kb->nb with k split, act = silu(y), next = V·act; e.g. "
+       "--parts W=1x8,x=8x1,V=8x1,gemv=1x1x8,act=8x1,next=8x1x1",
+       {{"rows", "1024", "rows of W (and V's size)"},
+        {"cols", "1024", "columns of W"},
+        {"batch", "1", "columns of x (1: a GEMV)"},
+        {"dtype", "f32", "f16, bf16, f32 or f64"}}},
+      {"embedding-alltoall",
+       "embedding lookups then all-to-all (arXiv 2305.06942; the lookup as a one-hot contraction): embed "
+       "btv,tvh->bth, act = silu; e.g. --parts onehot=1x8x1,tables=8x1x1,embed=1x8x1x1,act=8x1x1",
+       {{"batch", "256", "lookups per table"},
+        {"tables", "64", "embedding tables"},
+        {"vocab", "64", "rows per table (the one-hot contraction's extent)"},
+        {"dim", "256", "embedding dimension"},
         {"dtype", "f32", "f16, bf16, f32 or f64"}}},
   };
   return list;
@@ -246,6 +318,9 @@ Graph build_workload(std::string_view spec) {
     if (name == "chain-sum") return build_chain_sum(p);
     if (name == "ffn") return build_ffn(p);
     if (name == "llama-block") return build_llama(p);
+    if (name == "gemm-alltoall") return build_gemm_alltoall(p);
+    if (name == "gemv-allreduce") return build_gemv_allreduce(p);
+    if (name == "embedding-alltoall") return build_embedding_alltoall(p);
   }
   std::string names;
   for (const auto& info : workloads()) names += (names.empty() ? "" : ", ") + info.name;

@@ -4,6 +4,9 @@
 //   chain-sum:skewed=1      A·B + C·(D·E)
 //   ffn:tokens=256          a SiLU-gated feed-forward layer
 //   llama-block:model=7b,batch=1,seq=1000
+//   gemm-alltoall, gemv-allreduce, embedding-alltoall   a producer and a consumer whose
+//                           partitions make lowering move the collective named (fused
+//                           computation-collective experiments, arXiv 2305.06942)
 
 #include <cstdint>
 #include <map>

@@ -21,7 +21,7 @@ namespace tessel::cli {
 struct CudaCliOptions {
   int gpus = 0;
   std::string moves = "copy";
-  std::string comm_priority = "normal";
+  std::string comm_priority;  // empty: normal (compare: and the machine's for the simulation)
   bool tf32 = false;
   void add(CLI::App& app);
 };
@@ -35,6 +35,10 @@ struct CudaCliOptions {
 // `tessel calibrate --backend cuda`: measures, returns the calibration as JSON and the
 // machine to write.
 [[nodiscard]] nlohmann::json calibrate_cuda_backend(int devices, int gpus, double seconds_per_point, Machine* machine);
+// `tessel calibrate --backend cuda --overlap`: the overlap micro-benchmark
+// (runtime/cuda/cuda_overlap.h); sets machine->interference to the measured rows and
+// returns the measurements as JSON.
+[[nodiscard]] nlohmann::json calibrate_cuda_overlap_backend(double seconds_per_point, Machine* machine);
 
 // Per task of `tg`: seconds per call of its compute kernel on the GPU (-1 for other
 // tasks), for compare's profiled compute model; `exec` must be a CUDA executor.

@@ -16,6 +16,7 @@
 #include "core/task_graph.h"
 #include "experiments/backend.h"
 #include "experiments/cli.h"
+#include "experiments/overlap_cli.h"
 #include "experiments/compare.h"
 #include "runtime/calibrate.h"
 #include "runtime/cpu_executor.h"
@@ -61,6 +62,7 @@ void add_calibrate(CLI::App& app) {
     double seconds = 0.05;
     int rounds = 3;
     bool json_out = false;
+    bool overlap = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("calibrate", "measure a backend and write a machine JSON the simulator accepts");
@@ -82,11 +84,20 @@ void add_calibrate(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", o->json_out, "print the measurements as JSON");
-  cmd->footer("Example:\n  tessel calibrate -d 2 -o cpu2.json && tessel simulate -w chain -d 2 -m cpu2.json");
+  cmd->add_flag("--overlap", o->overlap,
+                "--backend cuda: also measure compute/communication overlap (a GEMM stream and a communication stream: "
+                "copy engines and SM copy kernels, normal and high priority, with and without SMs reserved) and write "
+                "the measured interference rows");
+  cmd->footer("Example:\n  tessel calibrate -d 2 -o cpu2.json && tessel simulate -w chain -d 2 -m cpu2.json\n"
+              "  tessel calibrate --backend cuda --overlap -o h100.json   (needs a GPU)");
   cmd->callback([o] {
+    if (o->overlap && o->backend != "cuda")
+      fail("calibrate --overlap: needs --backend cuda (CPU workers run compute and communication on one lane: "
+           "nothing overlaps)");
     if (o->backend == "cuda") {
       Machine m;
       json j = calibrate_cuda_backend(o->devices > 0 ? o->devices : 1, o->gpus, o->seconds, &m);
+      if (o->overlap) j["overlap"] = calibrate_cuda_overlap_backend(o->seconds, &m);
       write_file_atomic(o->out, to_json(m).dump(2) + "\n");
       if (o->out == "-") return;  // the machine went to stdout in place of the report
       if (o->json_out) {
@@ -136,6 +147,7 @@ void add_compare(CLI::App& app) {
     std::string policies = "async,bsp";
     std::string backend = "cpu";
     CudaCliOptions cuda;
+    OverlapOptions overlap;
     std::string machine;
     std::string network = "flow";
     std::string weights = "resident";
@@ -163,6 +175,7 @@ void add_compare(CLI::App& app) {
                   "analytic compute model)")
       ->capture_default_str();
   o->cuda.add(*cmd);
+  o->overlap.add(*cmd, false, false);
   cmd->add_option("-m,--machine", o->machine,
                   "machine JSON from `tessel calibrate` (default: calibrate here, one calibration round before each "
                   "timed round, so that both see the machine at the same moments)");
@@ -230,6 +243,16 @@ void add_compare(CLI::App& app) {
     co.cache_model = !o->no_cache_model;
     co.seed = o->seed;
     co.trace_dir = o->trace_dir;
+    // --comm-priority sets the CUDA comm stream's priority and the simulated one alike.
+    OverlapOptions ov = o->overlap;
+    ov.comm_priority = o->cuda.comm_priority;
+    co.interference = ov.interference();
+    co.ready_order = ov.ready();
+    if (co.machine) {
+      ov.apply(*co.machine);  // a bad --comm-sms fails before any run
+    } else if (!cuda && ov.comm_sms > 0) {
+      fail("--comm-sms ", ov.comm_sms, ": the CPU backend's calibrated machine has no SMs to reserve");
+    }
     const experiments::CompareResult res = experiments::run_compare(g, o->graph.describe(), co);
     if (mpi_rank_and_size().first != 0) return;  // --backend mpi: rank 0 reports
     if (o->json_out)

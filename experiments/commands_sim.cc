@@ -12,6 +12,7 @@
 #include "core/task_graph.h"
 #include "core/timeline.h"
 #include "experiments/cli.h"
+#include "experiments/overlap_cli.h"
 #include "sim/collectives.h"
 #include "sim/network.h"
 #include "sim/simulator.h"
@@ -57,7 +58,7 @@ struct Opts {
   std::string machine;
   std::string network = "flow";
   std::string policy = "async";
-  std::string priority = "longest-path";
+  OverlapOptions overlap;
   bool no_interference = false;
   int comm_channels = 1;
   std::string collective;
@@ -122,6 +123,7 @@ void print_report(const sim::SimResult& r, const TaskGraph& tg, const Machine& m
 
 void run_simulate(const Opts& o) {
   Machine m = load_machine(o.machine);
+  o.overlap.apply(m);
   sim::SimOptions so;
   so.network = o.network;
   {
@@ -134,7 +136,7 @@ void run_simulate(const Opts& o) {
     }
   }
   so.policy = sim::parse_policy(o.policy, "--policy");
-  so.priority = sim::parse_priority(o.priority, "--priority");
+  so.priority = o.overlap.ready();
   so.interference = !o.no_interference;
   so.comm_channels = o.comm_channels;
 
@@ -190,6 +192,8 @@ void run_simulate(const Opts& o) {
   if (tg.num_devices > m.num_devices())
     fail(what, " is placed on ", tg.num_devices, " devices but machine '", m.name, "' has ", m.num_devices());
 
+  const int fused = apply_fusion(o.overlap.fuse_collectives, tg, m, so, what);
+
   std::optional<std::vector<bool>> trace_devices;  // checked before simulating: no trace on bad input
   if (!o.trace_devices.empty()) {
     if (o.trace.empty()) fail("--trace-devices needs --trace FILE");
@@ -210,7 +214,17 @@ void run_simulate(const Opts& o) {
   if (!collective && o.task_graph_file.empty()) j["weights"] = o.dec.weights_used();
   j["tasks"] = tg.size();
   j["interference"] = so.interference;
-  j["priority"] = std::string(sim::to_string(so.priority));
+  j["ready_order"] = std::string(sim::to_string(so.priority));
+  j["comm_priority"] = std::string(to_string(m.interference.comm_priority));
+  j["comm_sms"] = m.interference.comm_sms;
+  j["comm_mechanism"] = std::string(to_string(m.interference.comm_mechanism));
+  j["fused_kernels"] = fused;
+  if (so.interference && !m.device_types.empty()) {
+    const SlowdownFactors f = m.interference.resolve(m.device_types[0].sm_count);
+    j["compute_slowdown"] = f.compute_slowdown;
+    j["comm_slowdown"] = f.comm_slowdown;
+    j["interference_source"] = f.source;
+  }
   double algbw = 0, busbw = 0;
   if (collective) {
     algbw = r.makespan_s > 0 ? static_cast<double>(coll_bytes) / r.makespan_s / 1e9 : 0.0;
@@ -242,6 +256,16 @@ void run_simulate(const Opts& o) {
   }
   std::printf("%s on %s (%d of %d devices), network %s, policy %s%s\n", what.c_str(), m.name.c_str(), tg.num_devices,
               m.num_devices(), o.network.c_str(), o.policy.c_str(), so.interference ? "" : ", no interference");
+  if (so.interference && !m.device_types.empty()) {
+    const SlowdownFactors f = m.interference.resolve(m.device_types[0].sm_count);
+    std::printf("  overlap       comm %s, %s priority, %d SMs reserved: compute x%.3g, comm x%.3g while both run%s\n",
+                std::string(to_string(m.interference.comm_mechanism)).c_str(),
+                std::string(to_string(m.interference.comm_priority)).c_str(), m.interference.comm_sms,
+                f.compute_slowdown, f.comm_slowdown, "");
+  }
+  if (fused > 0)
+    std::printf("  fused         %d GEMMs send their output in %d tiles as they finish (comm occupancy %.3g)\n", fused,
+                m.interference.fused.tiles, m.interference.fused.comm_occupancy);
   print_report(r, tg, m);
   if (collective) {
     std::printf("  bandwidth     algbw %.2f GB/s, busbw %.2f GB/s\n", algbw, busbw);
@@ -275,7 +299,7 @@ void add_sim_commands(CLI::App& app) {
   cmd->add_option("--network", o->network, "network model: flow or alpha-beta")->capture_default_str();
   cmd->add_option("--policy", o->policy, "async (work-conserving) or bsp (barriers per graph node)")
       ->capture_default_str();
-  cmd->add_option("--priority", o->priority, "async ready order: longest-path or fifo")->capture_default_str();
+  o->overlap.add(*cmd);
   cmd->add_flag("--no-interference", o->no_interference, "perfect compute/communication overlap");
   cmd->add_option("--comm-channels", o->comm_channels,
                   "moves a device sends at the same time, 1 to 1024 (with --collective: per link it sends on)")
@@ -298,6 +322,8 @@ void add_sim_commands(CLI::App& app) {
       "  tessel simulate -w chain:size=4096 -d 8 -m h100-sxm-8\n"
       "  tessel simulate -w llama-block:model=65b -d 1024 -m cluster:128xh100-sxm-8 --network alpha-beta --json\n"
       "  tessel simulate -w ffn -d 8 -m h100-sxm-8 --policy bsp --trace ffn.json\n"
+      "  tessel simulate -w llama-block:model=7b -d 8 -m h100-sxm-8 --comm-priority high --comm-sms 16\n"
+      "  tessel simulate -w gemm-alltoall -d 8 -m h100-sxm-8 --fuse-collectives\n"
       "  tessel simulate -w llama-block:model=65b -d 1024 -m cluster:128xh100-sxm-8 --trace t.json --trace-devices 0-7,64\n"
       "  tessel simulate --collective allreduce --bytes 1GiB -d 8 -m h100-sxm-8\n"
       "  tessel simulate --collective allreduce --bytes 1GiB -d 16 -m cluster:2xh100-sxm-8 --algorithm hierarchical\n"

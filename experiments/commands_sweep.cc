@@ -10,7 +10,9 @@
 #include "core/error.h"
 #include "core/io.h"
 #include "experiments/backend.h"
+#include "core/machine.h"
 #include "experiments/cli.h"
+#include "experiments/overlap_cli.h"
 #include "experiments/sweep.h"
 
 namespace tessel::cli {
@@ -33,6 +35,7 @@ void add_sweep_commands(CLI::App& app) {
     std::string out;
     int jobs = 0;
     bool json_out = false;
+    OverlapOptions overlap;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("sweep", "simulate the cartesian product of a spec's lists; one CSV row per point");
@@ -42,6 +45,7 @@ void add_sweep_commands(CLI::App& app) {
   cmd->add_option("-o,--output", o->out, "results CSV: appended to, resumed if it exists")->required();
   cmd->add_option("-j,--jobs", o->jobs, "points simulated at once (default: every core)")->check(CLI::PositiveNumber);
   cmd->add_flag("--json", o->json_out, "print the summary as JSON");
+  o->overlap.add(*cmd);
   cmd->footer(
       "A spec is a JSON object of lists; a key left out takes the CLI's default (devices [4],\n"
       "strategies [\"split-largest\"], placements [\"round-robin\"], networks [\"flow\"], policies\n"
@@ -52,13 +56,24 @@ void add_sweep_commands(CLI::App& app) {
       "lower_wall_s, sim_wall_s, error. Rows follow completion order (sort by the key columns to compare files);\n"
       "every column but the *_wall_s ones is deterministic. A point that fails is recorded with its\n"
       "error and the sweep goes on. Run the same command again to resume: points already in the file\n"
-      "are skipped; a file with other columns is refused. Ctrl-C stops after the points under way.\n\n"
+      "are skipped; a file with other columns is refused. Ctrl-C stops after the points under way.\n"
+      "--comm-priority, --comm-sms, --comm-mechanism, --ready-order and --fuse-collectives apply to every\n"
+      "simulated point and are not columns: resume a file only with the options that began it.\n\n"
       "Examples:\n"
       "  tessel sweep experiments/specs/scaling.json -o scaling.csv\n"
       "  tessel sweep experiments/specs/strategies.json -o out.csv --jobs 1\n"
       "  echo '{\"workloads\":[\"chain\"],\"devices\":[2,4],\"machines\":[\"h100-sxm-8\"]}' > s.json && tessel sweep s.json -o s.csv");
   cmd->callback([o] {
-    const experiments::SweepSpec spec = experiments::parse_sweep_spec(read_json_file(o->spec), o->spec);
+    experiments::SweepSpec spec = experiments::parse_sweep_spec(read_json_file(o->spec), o->spec);
+    spec.interference = o->overlap.interference();
+    spec.ready_order = o->overlap.ready();
+    spec.fuse_collectives = o->overlap.fuse_collectives;
+    if (spec.interference.any()) {  // a bad --comm-sms fails before any point runs
+      for (const auto& name : spec.machines) {
+        Machine m = load_machine(name);
+        spec.interference.apply(m);
+      }
+    }
     experiments::SweepOptions so;
     so.jobs = o->jobs > 0 ? o->jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     so.progress_bar = ::isatty(STDERR_FILENO) != 0;

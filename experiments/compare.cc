@@ -268,16 +268,19 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
   }
   // The machine each round is simulated on: that round's calibration, or the given one.
   std::vector<Machine> round_machines;
-  for (int r = 0; r < o.repeat; ++r)
+  for (int r = 0; r < o.repeat; ++r) {
     round_machines.push_back(calibrator ? runtime::machine_from_calibration(calibrator->round_result(r))
                              : o.machine ? *o.machine
                                          : cuda_machine);
+    o.interference.apply(round_machines.back());
+  }
   std::vector<CompareRounds> all;
   for (Row& row : plan_rows) {
     const TaskGraph& tg = *row.tg;
     sim::SimOptions so;
     so.network = o.network;
     so.policy = row.policy == runtime::Policy::async ? sim::Policy::async : sim::Policy::bsp;
+    so.priority = o.ready_order;
     CompareRounds cr;
     cr.strategy = o.strategies[row.strategy];
     cr.policy = std::string(runtime::to_string(row.policy));

@@ -22,6 +22,7 @@
 #include "core/machine.h"
 #include "core/stats.h"
 #include "experiments/backend.h"
+#include "sim/simulator.h"
 
 namespace tessel::experiments {
 
@@ -43,6 +44,9 @@ struct CompareOptions {
   bool cache_model = true;  // with profiled: hot and cold kernel times and the simulated cache
   std::uint64_t seed = 1;
   std::string trace_dir;  // non-empty: write every simulated and measured timeline here
+  // --comm-priority, --comm-sms, --comm-mechanism: set on every machine simulated.
+  InterferenceSettings interference;
+  sim::Priority ready_order = sim::Priority::longest_path;  // --ready-order
 };
 
 // One strategy × policy: its figures in every round (the same length each).

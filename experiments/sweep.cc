@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "core/machine.h"
+#include "sim/fuse.h"
 #include "core/stats.h"
 #include "core/task_graph.h"
 #include "core/workloads.h"
@@ -165,7 +166,8 @@ std::vector<SweepPoint> sweep_points(const SweepSpec& s) {
             for (const auto& n : s.networks)
               for (const auto& po : s.policies)
                 for (const auto& b : s.backends)
-                  for (const auto& wt : s.weights) out.push_back({w, d, st, pl, m, n, po, b, wt});
+                  for (const auto& wt : s.weights)
+                    out.push_back({w, d, st, pl, m, n, po, b, wt, s.interference, s.ready_order, s.fuse_collectives});
   return out;
 }
 
@@ -173,7 +175,8 @@ SweepOutcome run_sweep_point(const SweepPoint& p) {
   SweepOutcome o;
   try {
     const Graph g = build_workload(p.workload);
-    const Machine m = load_machine(p.machine);
+    Machine m = load_machine(p.machine);
+    p.interference.apply(m);
     planner::PlanOptions po;
     po.devices = p.devices;
     po.placement = p.placement;
@@ -183,7 +186,7 @@ SweepOutcome run_sweep_point(const SweepPoint& p) {
     const planner::Plan plan = planner::plan(g, p.strategy, po);
     o.plan_wall_s = seconds_since(t0);
     t0 = Clock::now();
-    const TaskGraph tg = lower(g, plan.decomposition);
+    TaskGraph tg = lower(g, plan.decomposition);
     o.lower_wall_s = seconds_since(t0);
     o.tasks = tg.size();
     if (p.backend == "cpu") {
@@ -220,6 +223,15 @@ SweepOutcome run_sweep_point(const SweepPoint& p) {
     sim::SimOptions so;
     so.network = p.network;
     so.policy = sim::parse_policy(p.policy);
+    so.priority = p.ready_order;
+    if (p.fuse_collectives) {  // nothing to fuse: the point runs unfused
+      sim::FusedGraph f = sim::fuse_collectives(tg, m);
+      if (f.fused_kernels > 0) {
+        tg = std::move(f.graph);
+        so.task_seconds = std::move(f.task_seconds);
+        so.fused = std::move(f.fused);
+      }
+    }
     const sim::SimResult r = sim::simulate(tg, m, so);
     o.makespan_s = r.makespan_s;
     o.bytes_moved = r.bytes_moved;

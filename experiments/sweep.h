@@ -40,6 +40,11 @@ struct SweepSpec {
   std::vector<std::string> policies{"async"};
   std::vector<std::string> backends{"sim"};
   std::vector<std::string> weights{"resident"};
+  // Not keys: set from the command line for every simulated point (--comm-priority,
+  // --comm-sms, --comm-mechanism, --ready-order, --fuse-collectives).
+  InterferenceSettings interference;
+  sim::Priority ready_order = sim::Priority::longest_path;
+  bool fuse_collectives = false;
 };
 
 // One point of the product, its key columns as text.
@@ -48,6 +53,10 @@ struct SweepPoint {
   int devices = 0;
   std::string strategy, placement, machine, network, policy, backend;
   std::string weights = "resident";
+  // The spec's settings beside the keys (not columns).
+  InterferenceSettings interference;
+  sim::Priority ready_order = sim::Priority::longest_path;
+  bool fuse_collectives = false;
   [[nodiscard]] std::vector<std::string> key() const;
 };
 

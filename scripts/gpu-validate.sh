@@ -5,7 +5,11 @@
 #   check      tessel run --backend cuda for every built-in workload (f32, and bf16 where
 #              marked) on 1, 2 and 4 virtual devices of GPU 0 under async and bsp, each
 #              checked against the reference evaluator (tolerance by dtype)
-#   calibrate  tessel calibrate --backend cuda for 1 and 4 (virtual) devices
+#   calibrate  tessel calibrate --backend cuda for 1 and 4 (virtual) devices, and once with
+#              --overlap (issue 19: GEMM stream against copy-engine and SM-kernel
+#              communication, normal/high priority, SMs reserved) into machine-overlap.json,
+#              its slowdowns drawn by plots/overlap_slowdown.py (overlap-slowdown.png), and
+#              the overlap-priority experiment simulated with those measured rows
 #   bench      tessel_bench --benchmark_filter=Cuda (decomposed 8192^3 bf16 GEMM on 4
 #              virtual devices vs one cuBLAS GEMM; per-task overhead)
 #   compare    tessel compare --backend cuda over mid-sized workloads on 4 virtual devices,
@@ -86,6 +90,19 @@ if has_stage calibrate; then
   for d in 1 4; do
     step "calibrate -d $d" "$out/calibrate-$d.log" \
       bash -c "'$tessel' calibrate --backend cuda -d $d --gpus 1 -o '$out/machine-cuda-$d.json' --json > '$out/calibration-$d.json'"
+  done
+  step "calibrate --overlap" "$out/calibrate-overlap.log" \
+    bash -c "'$tessel' calibrate --backend cuda -d 1 --gpus 1 --overlap -o '$out/machine-overlap.json' --json > '$out/calibration-overlap.json'"
+  step "plot overlap slowdown" "$out/plot-overlap.log" \
+    plots/python.sh plots/overlap_slowdown.py "$out/calibration-overlap.json" "$out/overlap-slowdown.png"
+  # The LLaMA block and the chain on 4 virtual devices, async: simulated with the published
+  # defaults and with the measured rows, beside the measured run (issue 19's row set).
+  for w in llama-block:model=tiny,seq=256 chain:size=2048; do
+    name=$(echo "$w" | tr ':,=' '___')
+    step "overlap rows $w" "$out/overlap-$name.log" \
+      bash -c "'$tessel' simulate -w '$w' -d 4 -s eindecomp -m '$out/machine-overlap.json' --json > '$out/overlap-$name-measured.json' &&
+               '$tessel' compare -w '$w' -d 4 --backend cuda --gpus 1 -s eindecomp --policy async --repeat 5 \
+                 -m '$out/machine-overlap.json' --json > '$out/overlap-$name-compare.json'"
   done
 fi
 

@@ -117,6 +117,8 @@ class Run {
     for (std::size_t i = 0; i < o_.task_seconds_cold.size(); ++i)
       if (!std::isfinite(o_.task_seconds_cold[i]))
         fail("simulate: task_seconds_cold[", i, "] is not a finite number");
+    if (!o_.fused.empty() && o_.fused.size() != tg_.tasks.size())
+      fail("simulate: fused has ", o_.fused.size(), " entries for ", tg_.tasks.size(), " tasks");
     m_.validate(m_.name.empty() ? "machine" : m_.name);
     if (tg_.num_devices > m_.num_devices())
       fail("the task graph is placed on ", tg_.num_devices, " devices but machine '", m_.name, "' has ",
@@ -795,7 +797,7 @@ class Run {
     }
     if (in.lane == kCompute) {
       compute_running_[dev] = i;
-      run_factor_[dev] = interfere_ && applied_comm_[dev] ? compute_slowdown_[dev] : 1.0;
+      run_factor_[dev] = interfere_ && applied_comm_[dev] && !is_fused(i) ? compute_slowdown_[dev] : 1.0;
       run_remaining_[dev] = static_cast<double>(in.amount + cold);
       run_last_[dev] = t;
       mark_interference(dev);
@@ -809,7 +811,7 @@ class Run {
   void start_transfer(std::int32_t i, std::size_t slot, SimTime t) {
     const Info& in = info_[static_cast<std::size_t>(i)];
     const auto dev = static_cast<std::size_t>(in.dev);
-    double slowdown = interfere_ && applied_compute_[dev] ? comm_slowdown_ : 1.0;
+    double slowdown = interfere_ && applied_compute_[dev] && !is_fused(i) ? comm_slowdown_ : 1.0;
     network_->start(static_cast<std::int32_t>(slot), in.route, in.amount, slowdown, t);
     mark_interference(dev);
   }
@@ -959,6 +961,11 @@ class Run {
     if (any_before > 0 && any_busy_[dev] == 0) any_total_[dev] += t - any_since_[dev];
   }
 
+  // A task of a fused computation-collective kernel: exempt from interference (sim/fuse.h).
+  [[nodiscard]] bool is_fused(std::int32_t i) const {
+    return i >= 0 && !o_.fused.empty() && o_.fused[static_cast<std::size_t>(i)] != 0;
+  }
+
   void mark_interference(std::size_t dev) {
     if (!interfere_ || interf_dirty_[dev]) return;
     interf_dirty_[dev] = 1;
@@ -977,7 +984,7 @@ class Run {
       if (comm_now != applied_comm_[dev]) {
         applied_comm_[dev] = comm_now;
         const std::int32_t c = compute_running_[dev];
-        const double factor = comm_now ? compute_slowdown_[dev] : 1.0;
+        const double factor = comm_now && !is_fused(c) ? compute_slowdown_[dev] : 1.0;
         if (c >= 0 && factor != run_factor_[dev]) {
           run_remaining_[dev] -= static_cast<double>(t - run_last_[dev]) / run_factor_[dev];
           if (run_remaining_[dev] < 0) run_remaining_[dev] = 0;
@@ -991,7 +998,8 @@ class Run {
         const std::size_t base = dev * chan_stride_;
         for (std::size_t c = 0; c < static_cast<std::size_t>(o_.comm_channels); ++c)
           if (moves_active_[base + c] >= 0)
-            network_->set_slowdown(static_cast<std::int32_t>(base + c), compute_now ? comm_slowdown_ : 1.0, t);
+            network_->set_slowdown(static_cast<std::int32_t>(base + c),
+                                   compute_now && !is_fused(moves_active_[base + c]) ? comm_slowdown_ : 1.0, t);
       }
     }
     interf_list_.clear();

@@ -102,6 +102,9 @@ struct SimOptions {
   // and a compute task with task_seconds t and cold seconds c takes
   // t + (c - t) × (its bytes not in the cache) / (its bytes).
   std::vector<double> task_seconds_cold;
+  // Tasks of a fused computation-collective kernel (sim/fuse.h): empty, or one entry per
+  // task; a nonzero entry exempts that compute task or move from the interference factors.
+  std::vector<char> fused;
 };
 
 struct DeviceStats {

@@ -74,7 +74,8 @@ TEST_F(EinsumCli, NotAnNpyFile) {
 TEST(LowerCli, UnknownWorkloadAndParameterAreNamed) {
   auto r = run_tessel("lower -w nosuch");
   EXPECT_NE(r.status, 0);
-  EXPECT_NE(r.err.find("unknown workload 'nosuch' (built-in: chain, chain-sum, ffn, llama-block)"), std::string::npos)
+  EXPECT_NE(r.err.find("unknown workload 'nosuch' (built-in: chain, chain-sum, ffn, llama-block, gemm-alltoall, gemv-allreduce, "
+                           "embedding-alltoall)"), std::string::npos)
       << r.err;
   r = run_tessel("lower -w chain:sise=4");
   EXPECT_NE(r.status, 0);
@@ -121,7 +122,8 @@ TEST(LowerCli, JsonSummaryAndAWrittenDecompositionThatLowersAgain) {
 
 TEST(RunCli, ChecksAgainstTheReferenceOnEveryWorkloadAndBackend) {
   for (const char* w : {"chain:size=32", "chain-sum:size=30,skewed=1", "ffn:tokens=16,dim=8,hidden=24",
-                        "llama-block:model=tiny,seq=8"})
+                        "llama-block:model=tiny,seq=8", "gemm-alltoall:experts=2,tokens=8,dim=8,out=8",
+                        "gemv-allreduce:rows=16,cols=16,batch=2", "embedding-alltoall:batch=8,tables=4,vocab=4,dim=8"})
     for (const char* backend : {"cpu", "block"}) {
       auto r = run_tessel(std::string("run -w ") + w + " -d 2 --backend " + backend + " --json");
       ASSERT_EQ(r.status, 0) << w << " " << backend << ": " << r.err;
@@ -129,13 +131,14 @@ TEST(RunCli, ChecksAgainstTheReferenceOnEveryWorkloadAndBackend) {
     }
 }
 
-TEST(WorkloadsCli, ListsTheFourWorkloadsAsJson) {
+TEST(WorkloadsCli, ListsTheBuiltInWorkloadsAsJson) {
   auto r = run_tessel("workloads --json");
   ASSERT_EQ(r.status, 0);
   auto j = nlohmann::json::parse(r.out);
   std::vector<std::string> names;
   for (const auto& w : j) names.push_back(w["name"]);
-  EXPECT_EQ(names, (std::vector<std::string>{"chain", "chain-sum", "ffn", "llama-block"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"chain", "chain-sum", "ffn", "llama-block", "gemm-alltoall",
+                                             "gemv-allreduce", "embedding-alltoall"}));
 }
 
 }  // namespace

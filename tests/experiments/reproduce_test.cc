@@ -61,7 +61,8 @@ TEST_P(Reproduce, WritesOneRowPerPointAndAHeadlineAtReducedSize) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Implemented, Reproduce,
-                         ::testing::Values("einsummable-chain", "eindecomp-llama", "work-conserving", "scaling", "video-chain", "sim-vs-measured"));
+                         ::testing::Values("einsummable-chain", "eindecomp-llama", "work-conserving", "scaling", "video-chain", "sim-vs-measured",
+                                           "fused-collective", "overlap-priority"));
 
 TEST(ReproduceNames, UnknownAndUnimplementedNamesAreErrorsListingTheImplementedOnes) {
   ReproduceOptions o;
