@@ -42,6 +42,9 @@ struct CompareOptions {
   bool cache_model = true;  // with profiled: hot and cold kernel times and the simulated cache
   std::uint64_t seed = 1;
   std::string trace_dir;  // non-empty: write every simulated and measured timeline here
+  // --memory-cap (experiments/memory_cap.h): every strategy's task graph planned under it
+  // (async policy only); empty: uncapped.
+  std::string memory_cap;
 };
 
 // One strategy × policy: its figures in every round (the same length each).
@@ -96,6 +99,9 @@ struct CompareResult {
   std::map<std::string, TaskKindError> task_kinds;  // the median round's spans, by task kind
   bool correct = true;
   std::string trace_dir;
+  // With a memory cap: per row, the plan's figures and the peak memory simulated and
+  // measured (median round); null without one.
+  nlohmann::json memory_cap;
 };
 
 // Runs the experiment on `g`. Errors (unknown strategy or policy, a machine of another
