@@ -11,7 +11,15 @@ namespace tessel::cli {
 void add_memory_cap_option(CLI::App& cmd, std::string& text) {
   cmd.add_option("--memory-cap", text,
                  "bound every device's memory: BYTES (4096, 2.5e9, 64MB, 1GiB) or a FRACTION of the uncapped peak "
-                 "(0.5, 50%); evicts buffers to host memory and loads them back (async policy only)");
+                 "(0.5, 50%); evicts buffers to host memory and loads them back (async policy only)")
+      ->check([](const std::string& value) {
+        try {
+          (void)parse_memory_cap(value, "--memory-cap");
+          return std::string();
+        } catch (const Error& e) {
+          return std::string(e.what());
+        }
+      });
 }
 
 MemoryCapped cap_memory(const TaskGraph& tg, const std::string& text, const Machine* machine) {

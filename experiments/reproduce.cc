@@ -341,7 +341,7 @@ const std::vector<ReproductionInfo>& reproductions() {
       {"overlap-priority", "communication priority and occupancy limits", false,
        "waits for the overlap-and-offload issue's models"},
       {"fused-collective", "fused compute-collective operators", false, "waits for the overlap-and-offload issue's models"},
-      {"offload", "one LLaMA-7B block on 8 H100s, memory capped at 100/75/50/25% of the uncapped peak: free order (TURNIP) against fixed order with synchronous transfers",
+      {"offload", "one LLaMA-7B block on 8 H100s (eindecomp), memory capped at 100/75/50/25% of each device's uncapped peak: free order (TURNIP) against fixed order with synchronous transfers",
        true, ""},
   };
   return list;
