@@ -561,7 +561,7 @@ TaskGraph fixed_order(const TaskGraph& planned) {
   std::vector<std::int32_t> last(static_cast<std::size_t>(planned.num_devices), -1);
   for (std::size_t i = 0; i < out.tasks.size(); ++i) {
     Task& t = out.tasks[i];
-    if (t.kind == TaskKind::input || t.kind == TaskKind::output) continue;
+    if (t.kind != TaskKind::compute && t.kind != TaskKind::evict && t.kind != TaskKind::load) continue;
     std::int32_t& prev = last[t.device.index()];
     if (prev >= 0 && std::find(t.deps.begin(), t.deps.end(), TaskId(prev)) == t.deps.end()) {
       t.deps.emplace_back(prev);

@@ -73,11 +73,11 @@ struct MemoryPlan {
 [[nodiscard]] MemoryPlan plan_memory(const TaskGraph& tg, const MemoryPlanOptions& options);
 
 // The ZeRO-Offload-style baseline (arXiv 2101.06840) for the same plan: fixed order and
-// synchronous transfers. Every task that takes time (all but inputs and outputs) also
-// depends on the previous such task of its device (a move: of its source device) in
-// task order, so a device runs its computes, touches, moves, evicts and loads one after
-// another in the plan's order, and a load holds up the compute behind it; what running
-// `planned` itself gains over this is what the freedom of order buys.
+// synchronous transfers. Every compute, evict and load also depends on the previous one
+// of its device in task order, so a device runs its kernels and host transfers one after
+// another in the plan's order and a load holds up the kernel behind it (moves and
+// touches stay as free as in `planned`); what running `planned` itself gains over this
+// is what the freedom of order buys.
 [[nodiscard]] TaskGraph fixed_order(const TaskGraph& planned);
 
 // Per device, the peak of the bytes live (a buffer from its first writer to its last
