@@ -16,6 +16,9 @@
 #include "core/workloads.h"
 #include "runtime/executor.h"
 #include "sim/simulator.h"
+#include "sim/task_graph_json.h"
+
+#include <nlohmann/json.hpp>
 
 namespace tessel {
 namespace {
@@ -174,6 +177,27 @@ TEST(MemoryPlan, DeterministicAndUncappedIsUnchanged) {
   const MemoryPlan roomy = plan_memory(tg, caps(tg, peak * 4));
   EXPECT_EQ(roomy.stats.evicts + roomy.stats.loads + roomy.stats.drops + roomy.stats.host_inputs, 0);
   EXPECT_EQ(roomy.graph.tasks.size(), tg.tasks.size());
+}
+
+// A planned graph survives task-graph JSON (evict and load tasks, host buffers, offsets)
+// and simulates to the same makespan, bit for bit, as does its fixed-order baseline,
+// which is never faster here.
+TEST(MemoryPlan, PlannedGraphRoundTripsThroughJsonAndFixedOrderIsNoFaster) {
+  const Graph g = build_workload("llama-block:model=tiny");
+  const TaskGraph tg = lower(g, split_largest(g, 2));
+  std::int64_t peak = 0;
+  for (std::int64_t p : order_peak_bytes(tg)) peak = std::max(peak, p);
+  const MemoryPlan plan = plan_memory(tg, caps(tg, std::max(largest_working_set(tg), peak / 2)));
+  const TaskGraph back = sim::task_graph_from_json(sim::to_json(plan.graph), "planned");
+  ASSERT_EQ(back.tasks.size(), plan.graph.tasks.size());
+  for (std::size_t b = 0; b < back.buffers.size(); ++b) {
+    EXPECT_EQ(back.buffers[b].host, plan.graph.buffers[b].host);
+    EXPECT_EQ(back.buffers[b].offset_bytes, plan.graph.buffers[b].offset_bytes);
+  }
+  const Machine m = machine_preset("h100-sxm-8");
+  const double a = sim::simulate(plan.graph, m).makespan_s;
+  EXPECT_EQ(sim::simulate(back, m).makespan_s, a);
+  EXPECT_GE(sim::simulate(fixed_order(plan.graph), m).makespan_s, a * 0.999);
 }
 
 TEST(MemoryPlan, CapBelowATasksWorkingSetNamesTaskAndBytes) {
