@@ -362,10 +362,20 @@ Decomposition decomposition_from_json(const json& j, const Graph& g, std::string
 json summary_json(const TaskGraph& tg) {
   auto s = tg.summary();
   json counts = json::object();
-  for (int k = 0; k < kNumTaskKinds; ++k) counts[std::string(to_string(static_cast<TaskKind>(k)))] = s.count[k];
-  return {{"devices", tg.num_devices}, {"tasks", s.tasks},        {"by_kind", counts},
-          {"edges", s.edges},          {"buffers", tg.buffers.size()}, {"bytes_moved", s.bytes_moved},
-          {"bytes_touched", s.bytes_touched}, {"flops", s.flops}};
+  for (int k = 0; k < kNumTaskKinds; ++k) {
+    const auto kind = static_cast<TaskKind>(k);
+    // evict and load only in memory-planned graphs
+    if ((kind == TaskKind::evict || kind == TaskKind::load) && s.count[k] == 0) continue;
+    counts[std::string(to_string(kind))] = s.count[k];
+  }
+  json j = {{"devices", tg.num_devices}, {"tasks", s.tasks},        {"by_kind", counts},
+            {"edges", s.edges},          {"buffers", tg.buffers.size()}, {"bytes_moved", s.bytes_moved},
+            {"bytes_touched", s.bytes_touched}, {"flops", s.flops}};
+  if (s.count[static_cast<int>(TaskKind::evict)] + s.count[static_cast<int>(TaskKind::load)] > 0) {
+    j["bytes_evicted"] = s.bytes_evicted;
+    j["bytes_loaded"] = s.bytes_loaded;
+  }
+  return j;
 }
 
 std::string read_file(const std::string& path) {

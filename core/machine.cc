@@ -109,6 +109,17 @@ void Machine::route(DeviceId src, DeviceId dst, std::vector<LinkId>& out, std::u
   append(b.network_in);
 }
 
+std::vector<LinkId> Machine::host_route(DeviceId d, bool to_host) const {
+  const Device& dev = device(d);
+  const std::vector<LinkId>& own = to_host ? dev.host_out : dev.host_in;
+  const std::vector<LinkId>& fabric = to_host ? dev.fabric_out : dev.fabric_in;
+  if (!own.empty()) return own;
+  if (fabric.empty())
+    fail("machine ", name, ": device ", d.value, " has no link to its host's memory (devices[", d.value, "].",
+         to_host ? "host_out" : "host_in", " and .", to_host ? "fabric_out" : "fabric_in", " are empty)");
+  return fabric;
+}
+
 double Machine::route_latency_s(const std::vector<LinkId>& r) const {
   double s = 0;
   for (LinkId l : r) s += link(l).latency_s;
@@ -214,6 +225,8 @@ void Machine::validate(std::string_view what_sv) const {
     check_links(d.fabric_in, links.size(), w + ".fabric_in");
     check_links(d.network_out, links.size(), w + ".network_out");
     check_links(d.network_in, links.size(), w + ".network_in");
+    check_links(d.host_out, links.size(), w + ".host_out");
+    check_links(d.host_in, links.size(), w + ".host_in");
   }
   for (std::size_t i = 0; i < routes.size(); ++i) {
     const RouteEntry& r = routes[i];
@@ -299,6 +312,8 @@ Machine make_node(const NodeSpec& s) {
     d.host = 0;
     LinkId pcie_out = add_link(m, p + ".pcie.out", LinkKind::pcie, s.host_pcie_bytes_per_s, kPcieHopLatency);
     LinkId pcie_in = add_link(m, p + ".pcie.in", LinkKind::pcie, s.host_pcie_bytes_per_s, 0);
+    d.host_out = {pcie_out};
+    d.host_in = {pcie_in};
     if (s.nvswitch) {
       d.fabric_out = {add_link(m, p + ".nvlink.out", LinkKind::nvlink, s.fabric_bytes_per_s, kNvlinkHopLatency)};
       d.fabric_in = {add_link(m, p + ".nvlink.in", LinkKind::nvlink, s.fabric_bytes_per_s, 0)};
@@ -520,6 +535,8 @@ Machine make_cluster(const Machine& node, int nodes, double oversubscription) {
       c.fabric_in = shift(c.fabric_in, base);
       c.network_out = shift(c.network_out, base);
       c.network_in = shift(c.network_in, base);
+      c.host_out = shift(c.host_out, base);
+      c.host_in = shift(c.host_in, base);
       m.devices.push_back(std::move(c));
     }
   }
@@ -654,13 +671,16 @@ json to_json(const Machine& m) {
   }
   json devices = json::array();
   for (const Device& d : m.devices) {
-    devices.push_back({{"type", m.device_types.at(d.type).name},
-                       {"host", d.host},
-                       {"fabric_out", link_names(m, d.fabric_out)},
-                       {"fabric_in", link_names(m, d.fabric_in)},
-                       {"network_out", link_names(m, d.network_out)},
-                       {"network_in", link_names(m, d.network_in)}});
-    if (!d.name.empty()) devices.back()["name"] = d.name;
+    json dj = {{"type", m.device_types.at(d.type).name},
+               {"host", d.host},
+               {"fabric_out", link_names(m, d.fabric_out)},
+               {"fabric_in", link_names(m, d.fabric_in)},
+               {"network_out", link_names(m, d.network_out)},
+               {"network_in", link_names(m, d.network_in)}};
+    if (!d.host_out.empty()) dj["host_out"] = link_names(m, d.host_out);
+    if (!d.host_in.empty()) dj["host_in"] = link_names(m, d.host_in);
+    if (!d.name.empty()) dj["name"] = d.name;
+    devices.push_back(std::move(dj));
   }
   json routes = json::array();
   for (const RouteEntry& r : m.routes)
@@ -788,6 +808,8 @@ Machine machine_from_json(const json& j, std::string_view what_sv) {
     d.fabric_in = links_from(array_field_or_empty(dj, "fabric_in", w), link_by_name, w + ".fabric_in");
     d.network_out = links_from(array_field_or_empty(dj, "network_out", w), link_by_name, w + ".network_out");
     d.network_in = links_from(array_field_or_empty(dj, "network_in", w), link_by_name, w + ".network_in");
+    d.host_out = links_from(array_field_or_empty(dj, "host_out", w), link_by_name, w + ".host_out");
+    d.host_in = links_from(array_field_or_empty(dj, "host_in", w), link_by_name, w + ".host_in");
     m.devices.push_back(std::move(d));
   }
 

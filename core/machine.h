@@ -10,6 +10,9 @@
 //   devices        a type, a host, and the links that attach them to the fabrics:
 //                  fabric_out/_in   to and from the intra-node fabric (NVSwitch or PCIe tree)
 //                  network_out/_in  to and from the inter-node network (the device's NIC)
+//                  host_out/_in     to and from its host's RAM (PCIe), which evicts
+//                                   and loads (core/memory_plan.h) cross; left empty,
+//                                   fabric_out/_in (a CPU worker's memory copy)
 //   links          directed (one per direction of a full-duplex connection), bandwidth and
 //                  latency; links listed by several devices are shared by them
 //   switches       (optional) the nodes of a topology graph that are not devices; on
@@ -153,11 +156,13 @@ struct Device {
   std::int32_t host = 0;  // index into Machine::hosts
   std::vector<LinkId> fabric_out, fabric_in;
   std::vector<LinkId> network_out, network_in;
+  std::vector<LinkId> host_out, host_in;  // to and from the host's RAM; empty: fabric_out/_in
   friend bool operator==(const Device&, const Device&) = default;
 };
 
 struct Host {
   std::string name;
+  // Host RAM: bounds what memory-capped runs evict to it (core/memory_plan.h); 0 = unknown.
   std::int64_t memory_capacity_bytes = 0;
   std::vector<LinkId> network_out, network_in;
   friend bool operator==(const Host&, const Host&) = default;
@@ -335,6 +340,10 @@ struct Machine {
   [[nodiscard]] std::string node_name(std::int32_t node) const;
   // Call after changing a link's ends or the switches of a machine already routed.
   void invalidate_routes() const { router.reset(); }
+  // The links an evict (to_host) or a load crosses between device `d` and its host's
+  // RAM: its host_out / host_in, or where those are empty its fabric_out / fabric_in.
+  // Error naming the device when it has neither.
+  [[nodiscard]] std::vector<LinkId> host_route(DeviceId d, bool to_host) const;
   [[nodiscard]] double route_latency_s(const std::vector<LinkId>& route) const;
   [[nodiscard]] double route_bytes_per_s(const std::vector<LinkId>& route) const;
   // Throws Error naming the field ("machine.links[2].bytes_per_s: ...") when a figure is

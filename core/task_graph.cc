@@ -17,6 +17,8 @@ std::string_view to_string(TaskKind k) {
     case TaskKind::touch: return "touch";
     case TaskKind::move: return "move";
     case TaskKind::output: return "output";
+    case TaskKind::evict: return "evict";
+    case TaskKind::load: return "load";
   }
   return "?";
 }
@@ -28,6 +30,8 @@ TaskGraph::Summary TaskGraph::summary() const {
     ++s.count[static_cast<int>(t.kind)];
     if (t.kind == TaskKind::move) s.bytes_moved = checked_add(s.bytes_moved, t.bytes, "task graph: bytes moved");
     if (t.kind == TaskKind::touch) s.bytes_touched = checked_add(s.bytes_touched, t.bytes, "task graph: bytes touched");
+    if (t.kind == TaskKind::evict) s.bytes_evicted = checked_add(s.bytes_evicted, t.bytes, "task graph: bytes evicted");
+    if (t.kind == TaskKind::load) s.bytes_loaded = checked_add(s.bytes_loaded, t.bytes, "task graph: bytes loaded");
     s.flops += t.flops;
     s.edges += static_cast<std::int64_t>(t.deps.size());
   }

@@ -13,9 +13,15 @@
 //   move     copy region `src` of reads[0] on `device` to a new buffer `writes`
 //            on `dst_device`
 //   output   write buffer reads[0] as region `src` of graph output `node`
+//   evict    copy the whole device buffer reads[0] to the host buffer `writes` (on the
+//            host of `device`, over its host link); inserted by plan_memory()
+//   load     copy the whole host buffer reads[0] to the device buffer `writes`
+//            (core/memory_plan.h)
 //
 // Tasks are in topological order: every dependency has a smaller id. A task's
-// dependencies are exactly the tasks that write the buffers it reads.
+// dependencies are exactly the tasks that write the buffers it reads — plus, in a graph
+// from plan_memory(), the tasks that must finish before the memory its output takes is
+// free (core/memory_plan.h).
 
 #include <cstdint>
 #include <string>
@@ -29,9 +35,9 @@
 
 namespace tessel {
 
-enum class TaskKind : std::uint8_t { input, compute, touch, move, output };
+enum class TaskKind : std::uint8_t { input, compute, touch, move, output, evict, load };
 enum class TouchOp : std::uint8_t { copy, accumulate };
-inline constexpr int kNumTaskKinds = 5;
+inline constexpr int kNumTaskKinds = 7;
 [[nodiscard]] std::string_view to_string(TaskKind k);
 
 struct Buffer {
@@ -42,6 +48,12 @@ struct Buffer {
   // at agg_identity(init) and touches accumulate into it.
   Agg init = Agg::none;
   NodeId node;  // the graph node whose data it holds
+  // In the host RAM of `device`'s host (an evicted copy, or an input block that starts
+  // there) rather than in the device's memory; only plan_memory() makes such buffers.
+  bool host = false;
+  // Where plan_memory() placed the buffer in its device's memory (bytes from the start
+  // of a region of the capped size); -1: not planned.
+  std::int64_t offset_bytes = -1;
   [[nodiscard]] std::int64_t bytes() const { return elements(shape) * dtype_bytes(dtype); }
 };
 
@@ -78,6 +90,8 @@ struct TaskGraph {
     std::int64_t count[kNumTaskKinds] = {};
     std::int64_t bytes_moved = 0;    // sum of move bytes
     std::int64_t bytes_touched = 0;  // sum of touch bytes
+    std::int64_t bytes_evicted = 0;  // sum of evict bytes (device → host)
+    std::int64_t bytes_loaded = 0;   // sum of load bytes (host → device)
     double flops = 0;                // compute + accumulate
     std::int64_t edges = 0;
   };

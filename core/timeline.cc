@@ -33,7 +33,9 @@ double Timeline::makespan_s() const {
 Lane default_lane(TaskKind kind) {
   switch (kind) {
     case TaskKind::move: return Lane::comm;
-    case TaskKind::touch: return Lane::copy;
+    case TaskKind::touch:
+    case TaskKind::evict:
+    case TaskKind::load: return Lane::copy;
     default: return Lane::compute;
   }
 }

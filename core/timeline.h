@@ -35,7 +35,7 @@ struct Timeline {
 };
 
 // The lane a task of this kind occupies: compute and input/output on compute, moves
-// on comm, touches on copy.
+// on comm, touches, evicts and loads on copy.
 [[nodiscard]] Lane default_lane(TaskKind kind);
 
 // Trace threads. Spans of one device and lane that overlap in time (a device's moves

@@ -142,8 +142,11 @@ std::string human_seconds(double s) {
 std::string task_counts(const TaskGraph& tg) {
   auto s = tg.summary();
   std::string out = std::to_string(s.tasks) + " (";
-  for (int k = 0; k < kNumTaskKinds; ++k)
-    out += (k ? ", " : "") + std::string(to_string(static_cast<TaskKind>(k))) + " " + std::to_string(s.count[k]);
+  for (int k = 0; k < kNumTaskKinds; ++k) {
+    const auto kind = static_cast<TaskKind>(k);
+    if ((kind == TaskKind::evict || kind == TaskKind::load) && s.count[k] == 0) continue;  // memory-planned graphs only
+    out += (k ? ", " : "") + std::string(to_string(kind)) + " " + std::to_string(s.count[k]);
+  }
   return out + ")";
 }
 

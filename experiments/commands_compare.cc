@@ -17,6 +17,7 @@
 #include "experiments/backend.h"
 #include "experiments/cli.h"
 #include "experiments/overlap_cli.h"
+#include "experiments/memory_cap.h"
 #include "experiments/compare.h"
 #include "runtime/calibrate.h"
 #include "runtime/cpu_executor.h"
@@ -159,6 +160,7 @@ void add_compare(CLI::App& app) {
     bool no_cache_model = false;
     std::uint64_t seed = 1;
     std::string trace_dir;
+    std::string memory_cap;
     bool json_out = false;
   };
   auto o = std::make_shared<Opts>();
@@ -211,10 +213,12 @@ void add_compare(CLI::App& app) {
                "between its hot and cold times by how much of its data the simulated worker's cache still holds");
   cmd->add_option("--seed", o->seed, "seed of the random inputs")->capture_default_str();
   cmd->add_option("--trace-dir", o->trace_dir, "write every simulated and measured timeline (Chrome trace) here");
+  add_memory_cap_option(*cmd, o->memory_cap);
   cmd->add_flag("--json", o->json_out, "machine-readable output");
   cmd->footer(
       "Examples:\n  tessel compare                      (the X·Y·Z chain on the cores, 3 strategies, async against bsp)\n"
-      "  tessel calibrate -d 2 -o cpu2.json && tessel compare -w ffn -d 2 -m cpu2.json --json");
+      "  tessel calibrate -d 2 -o cpu2.json && tessel compare -w ffn -d 2 -m cpu2.json --json\n"
+      "  tessel compare -w llama-block:model=tiny -d 2 --policy async --memory-cap 50%");
   cmd->callback([o] {
     const bool cuda = o->backend == "cuda";
     Graph g = o->graph.load();
@@ -253,6 +257,7 @@ void add_compare(CLI::App& app) {
     } else if (!cuda && ov.comm_sms > 0) {
       fail("--comm-sms ", ov.comm_sms, ": the CPU backend's calibrated machine has no SMs to reserve");
     }
+    co.memory_cap = o->memory_cap;
     const experiments::CompareResult res = experiments::run_compare(g, o->graph.describe(), co);
     if (mpi_rank_and_size().first != 0) return;  // --backend mpi: rank 0 reports
     if (o->json_out)

@@ -1,8 +1,10 @@
 // tessel workloads | lower | einsum | run
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "core/error.h"
@@ -12,6 +14,7 @@
 #include "core/workloads.h"
 #include "experiments/backend.h"
 #include "experiments/cli.h"
+#include "experiments/memory_cap.h"
 #include "runtime/cpu_executor.h"
 #include "runtime/executor.h"
 #include "runtime/npy.h"
@@ -237,6 +240,7 @@ void add_run(CLI::App& app) {
     int repeat = 1;
     bool json_out = false;
     std::string trace;
+    std::string memory_cap;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("run",
@@ -255,9 +259,10 @@ void add_run(CLI::App& app) {
       ->check(CLI::Range(1, kMaxRepeat));
   cmd->add_option("--seed", o->seed, "seed of the random inputs")->capture_default_str();
   cmd->add_option("--trace", o->trace, "write the measured timeline (median run) as Chrome-trace JSON");
+  add_memory_cap_option(*cmd, o->memory_cap);
   cmd->add_flag("--json", o->json_out, "machine-readable output");
   cmd->footer(
-      "Examples:\n  tessel run -w ffn -d 2\n  tessel run -w chain:size=1024 -d 2 --policy bsp --repeat 5\n"
+      "Examples:\n  tessel run -w ffn -d 2\n  tessel run -w llama-block:model=tiny -d 2 --memory-cap 50%\n  tessel run -w chain:size=1024 -d 2 --policy bsp --repeat 5\n"
       "  tessel run -w llama-block:model=tiny -d 8 --backend block --json");
   cmd->callback([o] {
     Graph g = o->graph.load();
@@ -267,6 +272,13 @@ void add_run(CLI::App& app) {
     auto t0 = Clock::now();
     TaskGraph tg = lower(g, d);
     double lower_s = seconds_since(t0);
+    std::optional<MemoryCapped> capped;
+    if (!o->memory_cap.empty()) {
+      if (o->policy != "async")
+        fail("--memory-cap needs --policy async: evicts and loads are placed where memory frees, not in bsp phases");
+      capped = cap_memory(tg, o->memory_cap, nullptr);
+      tg = std::move(capped->graph);
+    }
     runtime::TensorMap inputs = runtime::random_inputs(g, o->seed);
     if (!reports_results(*exec)) {  // an MPI rank other than 0: its share of every run, nothing else
       for (int rep = 0; rep < o->repeat; ++rep) (void)exec->run(g, tg, inputs);
@@ -338,6 +350,12 @@ void add_run(CLI::App& app) {
       j["flop_rate"] = run_s > 0 ? s.flops / run_s : 0.0;
       j["check"] = check;
       j["pass"] = ok;
+      if (capped) {
+        json mc = memory_cap_json(*capped);
+        const auto peaks = timeline_peak_bytes(tg, r.timeline);
+        mc["measured_peak_memory_bytes"] = peaks.empty() ? 0 : *std::max_element(peaks.begin(), peaks.end());
+        j["memory_cap"] = mc;
+      }
       print_json(j);
     } else {
       std::printf("%s on %d devices (%zu nodes), backend %s, policy %s\n", o->graph.describe().c_str(),
@@ -349,6 +367,12 @@ void add_run(CLI::App& app) {
       std::printf("  task graph   %.3f ms (%s): first task start to last task end, as compare counts it\n",
                   graph_s * 1e3, human_count(graph_s > 0 ? s.flops / graph_s : 0.0, "flop/s").c_str());
       std::printf("  reference    %.3f ms (whole tensors, one thread)\n", ref_s * 1e3);
+      if (capped) {
+        print_memory_cap(*capped);
+        const auto peaks = timeline_peak_bytes(tg, r.timeline);
+        std::printf("  peak memory   %s on the busiest device (live buffers over the measured timeline)\n",
+                    human_bytes(static_cast<double>(peaks.empty() ? 0 : *std::max_element(peaks.begin(), peaks.end()))).c_str());
+      }
       for (const auto& c : check)
         std::printf("  output %-6s max |error| %.3g (normwise %.3g, tolerance %.0e): %s\n",
                     c["output"].get<std::string>().c_str(), c["max_abs_error"].get<double>(),

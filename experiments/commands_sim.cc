@@ -13,6 +13,7 @@
 #include "core/timeline.h"
 #include "experiments/cli.h"
 #include "experiments/overlap_cli.h"
+#include "experiments/memory_cap.h"
 #include "sim/collectives.h"
 #include "sim/network.h"
 #include "sim/simulator.h"
@@ -68,6 +69,7 @@ struct Opts {
   std::string trace;
   std::string trace_devices;
   std::string machine_out;
+  std::string memory_cap;
   bool json_out = false;
 };
 
@@ -200,6 +202,17 @@ void run_simulate(const Opts& o) {
     trace_devices = parse_device_list(o.trace_devices, m.num_devices(), "--trace-devices");
   }
 
+  // --memory-cap: the uncapped run first (for the slowdown), then the capped graph.
+  std::optional<MemoryCapped> capped;
+  std::optional<sim::SimResult> uncapped;
+  if (!o.memory_cap.empty()) {
+    if (collective) fail("--memory-cap applies to task graphs (-w, -g, --task-graph), not to --collective");
+    if (so.policy == sim::Policy::bsp)
+      fail("--memory-cap needs --policy async: evicts and loads are placed where memory frees, not in bsp phases");
+    uncapped = sim::simulate(tg, m, so);
+    capped = cap_memory(tg, o.memory_cap, &m);
+    tg = std::move(capped->graph);
+  }
   sim::SimResult r = sim::simulate(tg, m, so);
   // Files only once the command has succeeded: a failing command leaves none behind.
   if (!o.trace.empty()) {
@@ -224,6 +237,13 @@ void run_simulate(const Opts& o) {
     j["compute_slowdown"] = f.compute_slowdown;
     j["comm_slowdown"] = f.comm_slowdown;
     j["interference_source"] = f.source;
+  }
+  if (capped) {
+    json mc = memory_cap_json(*capped);
+    mc["uncapped_makespan_s"] = uncapped->makespan_s;
+    mc["uncapped_peak_memory_bytes"] = uncapped->peak_memory_bytes;
+    mc["slowdown"] = uncapped->makespan_s > 0 ? r.makespan_s / uncapped->makespan_s : 1.0;
+    j["memory_cap"] = mc;
   }
   double algbw = 0, busbw = 0;
   if (collective) {
@@ -267,6 +287,14 @@ void run_simulate(const Opts& o) {
     std::printf("  fused         %d GEMMs send their output in %d tiles as they finish (comm occupancy %.3g)\n", fused,
                 m.interference.fused.tiles, m.interference.fused.comm_occupancy);
   print_report(r, tg, m);
+  if (capped) {
+    print_memory_cap(*capped);
+    std::printf("  vs uncapped   makespan %s against %s (%.3fx), peak memory %s against %s\n",
+                human_seconds(r.makespan_s).c_str(), human_seconds(uncapped->makespan_s).c_str(),
+                uncapped->makespan_s > 0 ? r.makespan_s / uncapped->makespan_s : 1.0,
+                human_bytes(static_cast<double>(r.peak_memory_bytes)).c_str(),
+                human_bytes(static_cast<double>(uncapped->peak_memory_bytes)).c_str());
+  }
   if (collective) {
     std::printf("  bandwidth     algbw %.2f GB/s, busbw %.2f GB/s\n", algbw, busbw);
     std::printf("  algorithm     %s%s, %d slices, %d channels; tuner estimates:", std::string(sim::to_string(plan.spec.algorithm)).c_str(),
@@ -316,6 +344,7 @@ void add_sim_commands(CLI::App& app) {
   cmd->add_option("--trace-devices", o->trace_devices,
                   "with --trace: write only these devices' spans, e.g. 0-7,64 (numbers and inclusive ranges)");
   cmd->add_option("--write-machine", o->machine_out, "write the machine used as JSON");
+  add_memory_cap_option(*cmd, o->memory_cap);
   cmd->add_flag("--json", o->json_out, "machine-readable output");
   cmd->footer(
       "Examples:\n"
@@ -329,7 +358,8 @@ void add_sim_commands(CLI::App& app) {
       "  tessel simulate --collective allreduce --bytes 1GiB -d 16 -m cluster:2xh100-sxm-8 --algorithm hierarchical\n"
       "  tessel simulate --collective alltoall --bytes 1GiB -d 64 -m fat-tree:8xh100-sxm-8,leaf=2,pod=4,oversubscription=4\n"
       "  tessel simulate -w llama-block:model=7b -d 64 -m torus:4x2xh100-sxm-8 --write-machine torus.json\n"
-      "  tessel simulate -m h100-sxm-8 --write-machine m.json --collective alltoall --bytes 64MB -d 8");
+      "  tessel simulate -m h100-sxm-8 --write-machine m.json --collective alltoall --bytes 64MB -d 8\n"
+      "  tessel simulate -w llama-block:model=7b -d 8 -m h100-sxm-8 --memory-cap 50%");
   cmd->callback([o] { run_simulate(*o); });
 }
 

@@ -12,6 +12,7 @@
 #include "core/task_graph.h"
 #include "core/timeline.h"
 #include "experiments/cli.h"
+#include "experiments/memory_cap.h"
 #include "runtime/calibrate.h"
 #include "runtime/cpu_executor.h"
 #include "runtime/profile.h"
@@ -167,6 +168,18 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
   std::vector<TaskGraph> graphs;
   graphs.reserve(o.strategies.size());
   for (const Decomposition& d : decompositions) graphs.push_back(lower(g, d));
+  std::vector<json> cap_stats(graphs.size());
+  if (!o.memory_cap.empty()) {
+    for (runtime::Policy p : policies)
+      if (p != runtime::Policy::async)
+        fail("--memory-cap needs --policy async: evicts and loads are placed where memory frees, not in bsp phases");
+    for (std::size_t si = 0; si < graphs.size(); ++si) {
+      cli::MemoryCapped c = cli::cap_memory(graphs[si], o.memory_cap, o.machine ? &*o.machine : nullptr);
+      graphs[si] = std::move(c.graph);
+      cap_stats[si] = cli::memory_cap_json(c);
+    }
+    res.memory_cap = json::array();
+  }
   std::vector<Row> plan_rows;
   for (std::size_t si = 0; si < o.strategies.size(); ++si)
     for (runtime::Policy policy : policies) {
@@ -319,6 +332,15 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
     const Round& mid = row.rounds[mid_round];
     const Timeline& median = mid.measured;
     const sim::SimResult& sr = mid.sim;
+    if (!o.memory_cap.empty()) {
+      json m = cap_stats[row.strategy];
+      m["strategy"] = cr.strategy;
+      m["policy"] = cr.policy;
+      m["simulated_peak_memory_bytes"] = sr.peak_memory_bytes;
+      const auto peaks = timeline_peak_bytes(tg, median);
+      m["measured_peak_memory_bytes"] = peaks.empty() ? 0 : *std::max_element(peaks.begin(), peaks.end());
+      res.memory_cap.push_back(std::move(m));
+    }
     // Per-task durations, matched by task id. The executor spends its per-task overhead
     // between spans, the simulator inside a compute or touch task (the machine's launch
     // latency): it is taken off the simulated span so that like is compared with like.
@@ -456,6 +478,7 @@ json compare_to_json(const CompareResult& res) {
           {"kendall_tau_by_policy", by_policy},
           {"ranking", ranking_check},
           {"task_kinds", kinds},
+          {"memory_cap", res.memory_cap},
           {"correct", res.correct}};
 }
 
@@ -520,6 +543,17 @@ void print_compare(const CompareResult& res, std::FILE* out) {
                  human_seconds(e.simulated_s).c_str(), human_seconds(e.measured_s).c_str(),
                  e.measured_s > 0 ? (e.simulated_s - e.measured_s) / e.measured_s * 100 : 0.0,
                  human_seconds(e.count ? e.abs_error_s / static_cast<double>(e.count) : 0.0).c_str());
+  if (res.memory_cap.is_array()) {
+    std::fprintf(out, "\n  memory cap       largest cap   evicted     loaded   peak simulated   peak measured\n");
+    for (const json& m : res.memory_cap)
+      std::fprintf(out, "  %-16s %11s %9s %10s %16s %15s\n", m["strategy"].get<std::string>().c_str(),
+                   cli::human_bytes(m["memory_cap_bytes"].empty() ? 0.0 : static_cast<double>(*std::max_element(
+                       m["memory_cap_bytes"].begin(), m["memory_cap_bytes"].end()))).c_str(),
+                   cli::human_bytes(m["bytes_evicted"].get<double>()).c_str(),
+                   cli::human_bytes(m["bytes_loaded"].get<double>()).c_str(),
+                   cli::human_bytes(m["simulated_peak_memory_bytes"].get<double>()).c_str(),
+                   cli::human_bytes(m["measured_peak_memory_bytes"].get<double>()).c_str());
+  }
   if (!res.trace_dir.empty()) std::fprintf(out, "\n  timelines in %s/\n", res.trace_dir.c_str());
 }
 

@@ -47,6 +47,9 @@ struct CompareOptions {
   // --comm-priority, --comm-sms, --comm-mechanism: set on every machine simulated.
   InterferenceSettings interference;
   sim::Priority ready_order = sim::Priority::longest_path;  // --ready-order
+  // --memory-cap (experiments/memory_cap.h): every strategy's task graph planned under it
+  // (async policy only); empty: uncapped.
+  std::string memory_cap;
 };
 
 // One strategy × policy: its figures in every round (the same length each).
@@ -103,6 +106,9 @@ struct CompareResult {
   std::map<std::string, TaskKindError> task_kinds;  // the median round's spans, by task kind
   bool correct = true;
   std::string trace_dir;
+  // With a memory cap: per row, the plan's figures and the peak memory simulated and
+  // measured (median round); null without one.
+  nlohmann::json memory_cap;
 };
 
 // Runs the experiment on `g`. Errors (unknown strategy or policy, a machine of another

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "runtime/cpu_arena.h"
 #include "runtime/cpu_kernels.h"
 #include "runtime/measure.h"
 
@@ -182,7 +183,11 @@ class Run {
       for (BufferId b : tg_.tasks[i].reads) readers_left_[b.index()].fetch_add(1, std::memory_order_relaxed);
     }
     storage_.resize(tg_.buffers.size());
-    {
+    arena_ = arena_layout<T>(tg_);
+    if (arena_.planned) {  // memory-capped: arenas of the planned size, nothing freed or preallocated
+      device_arena_.resize(static_cast<std::size_t>(tg_.num_devices));
+      host_arena_.resize(static_cast<std::size_t>(tg_.num_devices));
+    } else {
       std::int64_t total = 0;
       for (const Buffer& b : tg_.buffers) total += b.bytes();
       std::int64_t limit = options_.preallocate_limit_bytes;
@@ -304,8 +309,9 @@ class Run {
       if (t.kind != TaskKind::output || !local(t.device)) continue;
       const Buffer& src = tg_.buffer(t.reads[0]);
       Tensor& out = result_.outputs.at(g_.node(t.node).name);
-      const std::vector<T>& data = storage_[t.reads[0].index()];
-      std::vector<double> tmp(data.begin(), data.end());
+      if (arena_.planned) continue;  // copied out by the output task itself
+      const BufferStore<T>& data = storage_[t.reads[0].index()];
+      std::vector<double> tmp(data.data(), data.data() + data.size());
       cpu::copy_region<double>(tmp.data(), src.shape, Rect::whole(src.shape), out.data.data(), out.shape, t.src,
                                Agg::none);
     }
@@ -378,10 +384,9 @@ class Run {
     for (TaskId s : succs_[task])
       if (involved_[s.index()] && deps_left_[s.index()].fetch_sub(1, std::memory_order_acq_rel) == 1)
         make_ready(s.value);
-    if (!preallocate_ && tg_.tasks[task].kind != TaskKind::output)  // output buffers are read after the run
+    if (!preallocate_ && !arena_.planned && tg_.tasks[task].kind != TaskKind::output)  // output buffers are read after the run
       for (BufferId b : tg_.tasks[task].reads)
-        if (readers_left_[b.index()].fetch_sub(1, std::memory_order_acq_rel) == 1)
-          std::vector<T>().swap(storage_[b.index()]);
+        if (readers_left_[b.index()].fetch_sub(1, std::memory_order_acq_rel) == 1) storage_[b.index()].release();
     if (options_.policy == Policy::bsp) {
       std::int32_t p = bsp_phase(tg_.tasks[task]);
       if (phase_left_[p].fetch_sub(1, std::memory_order_acq_rel) == 1) {
@@ -413,9 +418,14 @@ class Run {
     try {
       if (preallocate_)  // this device's memory, allocated and first touched by its own worker
         for (BufferId b : device_buffers_[static_cast<std::size_t>(device)]) (void)writable(b);
+      if (arena_.planned) {  // its arenas, allocated and first touched by its own worker
+        const auto d = static_cast<std::size_t>(device);
+        device_arena_[d].assign(static_cast<std::size_t>(arena_.device_elements[d]), T(0));
+        host_arena_[d].assign(static_cast<std::size_t>(arena_.host_elements[d]), T(0));
+      }
       for (std::int32_t i : input_tasks_[static_cast<std::size_t>(device)]) {
         const Task& t = tg_.tasks[static_cast<std::size_t>(i)];
-        std::vector<T>& out = writable(t.writes);
+        BufferStore<T>& out = writable(t.writes);
         const Shape& shape = tg_.buffer(t.writes).shape;
         cpu::copy_region<T>(whole_inputs_[t.node.index()].data(), g_.node(t.node).shape, t.src, out.data(), shape,
                             Rect::whole(shape), Agg::none);
@@ -489,24 +499,51 @@ class Run {
     }
   }
 
-  std::vector<T>& writable(BufferId b) {
-    std::vector<T>& s = storage_[b.index()];
+  // The buffer's memory, set to its initial value when first written (unless `fill` is
+  // false: the caller overwrites all of it).
+  BufferStore<T>& writable(BufferId b, bool fill = true) {
+    BufferStore<T>& s = storage_[b.index()];
     if (s.empty()) {
       const Buffer& info = tg_.buffer(b);
-      s.assign(static_cast<std::size_t>(elements(info.shape)),
-               static_cast<T>(info.init == Agg::none ? 0.0 : agg_identity(info.init)));
+      const auto n = static_cast<std::size_t>(elements(info.shape));
+      const T init = static_cast<T>(info.init == Agg::none ? 0.0 : agg_identity(info.init));
+      const std::int64_t at = arena_.planned ? arena_.element_offset[b.index()] : -1;
+      if (at >= 0) {  // its place in its device's (or host) arena
+        std::vector<T>& arena = (info.host ? host_arena_ : device_arena_)[info.device.index()];
+        s.view = arena.data() + at;
+        s.count = n;
+        if (fill) std::fill(s.view, s.view + n, init);
+      } else {
+        s.owned.assign(n, init);
+      }
     }
     return s;
   }
 
   void run_task(const Task& t, cpu::Scratch<T>& scratch, std::vector<const T*>& operands) {
     switch (t.kind) {
-      case TaskKind::input:   // placed before the run
-      case TaskKind::output:  // copied out after the run
+      case TaskKind::input:  // placed before the run
         break;
+      case TaskKind::output: {  // copied out after the run, or now from an arena its buffer may leave
+        if (!arena_.planned) break;
+        const Buffer& src = tg_.buffer(t.reads[0]);
+        const BufferStore<T>& data = storage_[t.reads[0].index()];
+        std::vector<double> tmp(data.data(), data.data() + data.size());
+        Tensor& out = result_.outputs.at(g_.node(t.node).name);
+        cpu::copy_region<double>(tmp.data(), src.shape, Rect::whole(src.shape), out.data.data(), out.shape, t.src,
+                                 Agg::none);
+        break;
+      }
+      case TaskKind::evict:
+      case TaskKind::load: {  // a whole buffer between the device and the host arena
+        const BufferStore<T>& from = storage_[t.reads[0].index()];
+        BufferStore<T>& to = writable(t.writes, false);
+        std::copy(from.data(), from.data() + from.size(), to.data());
+        break;
+      }
       case TaskKind::compute: {
         const Node& n = g_.node(t.node);
-        std::vector<T>& out = writable(t.writes);
+        BufferStore<T>& out = writable(t.writes);
         if (n.kind == NodeKind::fill) {
           cpu::fill_block<T>(n.fill, t.src, out.data());
         } else {
@@ -515,7 +552,7 @@ class Run {
             fail("compute task reads ", t.reads.size(), " buffers for ", block.inputs.size(), " operands");
           operands.clear();
           for (std::size_t i = 0; i < t.reads.size(); ++i) {
-            const std::vector<T>& in = storage_[t.reads[i].index()];
+            const BufferStore<T>& in = storage_[t.reads[i].index()];
             if (static_cast<std::int64_t>(in.size()) != elements(block.input_shape(static_cast<int>(i))))
               fail("operand ", i, " holds ", in.size(), " elements but block ", to_string(t.src), " needs ",
                    tessel::to_string(block.input_shape(static_cast<int>(i))));
@@ -531,7 +568,7 @@ class Run {
       case TaskKind::touch: {
         const Buffer& src = tg_.buffer(t.reads[0]);
         const Buffer& dst = tg_.buffer(t.writes);
-        std::vector<T>& out = writable(t.writes);
+        BufferStore<T>& out = writable(t.writes);
         cpu::copy_region<T>(storage_[t.reads[0].index()].data(), src.shape, t.src, out.data(), dst.shape, t.dst,
                             t.op == TouchOp::accumulate ? t.agg : Agg::none);
         break;
@@ -546,7 +583,7 @@ class Run {
           link_->send(TaskId(static_cast<std::int32_t>(&t - tg_.tasks.data())), std::move(packed));
           break;
         }
-        std::vector<T>& out = writable(t.writes);
+        BufferStore<T>& out = writable(t.writes);
         cpu::copy_region<T>(storage_[t.reads[0].index()].data(), src.shape, t.src, out.data(), dst.shape,
                             Rect::whole(dst.shape), Agg::none);
         break;
@@ -563,7 +600,9 @@ class Run {
   std::vector<double> rank_;  // priority: longest estimated path to the end
   std::unique_ptr<std::atomic<std::int32_t>[]> deps_left_;
   std::unique_ptr<std::atomic<std::int32_t>[]> readers_left_;
-  std::vector<std::vector<T>> storage_;
+  std::vector<BufferStore<T>> storage_;
+  ArenaLayout arena_;                                  // memory-capped graphs: where buffers live
+  std::vector<std::vector<T>> device_arena_, host_arena_;  // per device, when arena_.planned
   std::vector<cpu::Scratch<T>>& scratch_;  // per device, the executor's: kept warm across runs
   WorkerPool& pool_;                       // the executor's threads: kept warm across runs
   RemoteLink* link_ = nullptr;             // a run split over processes: the other processes' moves

@@ -21,6 +21,15 @@
 // also places its own device's input blocks before the clock, so that they sit in its
 // caches as a repeated step's resident inputs would. Likewise each worker's kernel
 // scratch is kept by the executor from one run to the next.
+//
+// A memory-capped graph (core/memory_plan.h: evict and load tasks, buffers at planned
+// offsets) runs in bounded memory instead (runtime/cpu_arena.h): each worker allocates
+// one arena of the planned size for its device and a host arena for its host buffers
+// before the clock, every buffer lives at its planned offset, nothing else is allocated
+// or freed during the run; an evict or a load is a copy between the two arenas made by
+// the device's worker (its copy lane: on a CPU the worker is the device's only lane),
+// and the worker picks among its ready tasks as their dependencies complete, as for any
+// graph. Output tasks copy their block out when they run (the arena reuses the memory).
 
 #include <chrono>
 #include <exception>

@@ -146,6 +146,13 @@ RunResult BlockExecutor::run(const Graph& g, const TaskGraph& tg, const TensorMa
         buffer_on(t.writes, t.dst_device, t) = std::move(moved);
         break;
       }
+      case TaskKind::evict:
+      case TaskKind::load: {  // a whole buffer between device and host memory
+        const Tensor& src = read(t.reads[0], t.device, t);
+        Tensor copy = src;
+        buffer_on(t.writes, t.device, t) = std::move(copy);
+        break;
+      }
       case TaskKind::output: {
         const Tensor& src = read(t.reads[0], t.device, t);
         const Node& n = g.node(t.node);

@@ -16,6 +16,7 @@
 #include "sim/event_queue.h"
 #include "sim/large_pages.h"
 #include "sim/network.h"
+#include "sim/offload.h"
 
 namespace tessel::sim {
 
@@ -134,7 +135,9 @@ class Run {
         fail("task graph: buffer ", b, " lives on device ", buf.device.value, " of ", devices_);
       bufs_[b].bytes = buf.bytes();
       bufs_[b].dev = buf.device.value;
+      bufs_[b].host = buf.host;
     }
+    check_host_memory(tg_, m_);
     info_.resize(n);
     deps_left_.resize(n);
     link_bytes_.assign(m_.links.size(), 0);
@@ -194,6 +197,8 @@ class Run {
         case TaskKind::compute: in.lane = kCompute; break;
         case TaskKind::touch: in.lane = kCopy; break;
         case TaskKind::move: in.lane = kComm; break;
+        case TaskKind::evict:
+        case TaskKind::load: in.lane = kCopy; break;  // over the device's host link (offload.h)
       }
       in.slot_lane = in.lane != kNoLane && single_lane[static_cast<std::size_t>(in.dev)] ? kCompute : in.lane;
       if (t.kind == TaskKind::move) {
@@ -231,6 +236,9 @@ class Run {
         in.rank = add_sim_time(routes_.latency(r), serial);
         if (in.rank >= kMaxSimTime) fail_beyond_clock(i, "its transfer");
         in.amount = t.bytes;
+      } else if (t.kind == TaskKind::evict || t.kind == TaskKind::load) {
+        in.rank = in.amount = host_copy_ps(m_, t, link_bytes_);
+        if (in.amount >= kMaxSimTime) fail_beyond_clock(i, "its copy");
       } else if (in.lane != kNoLane) {
         const double measured = o_.task_seconds.empty() ? -1.0 : o_.task_seconds[i];
         in.rank = in.amount =
@@ -669,7 +677,7 @@ class Run {
       Buf& b = bufs_[static_cast<std::size_t>(in.writes)];
       if (!b.allocated) {
         b.allocated = true;
-        add_live(static_cast<std::size_t>(b.dev), b.bytes, t);
+        if (!b.host) add_live(static_cast<std::size_t>(b.dev), b.bytes, t);  // host copies: not device memory
       }
     }
   }
@@ -932,7 +940,7 @@ class Run {
     Buf& buf = bufs_[b];
     if (!buf.allocated) return;
     buf.allocated = false;
-    add_live(static_cast<std::size_t>(buf.dev), -buf.bytes, t);
+    if (!buf.host) add_live(static_cast<std::size_t>(buf.dev), -buf.bytes, t);
   }
 
   void add_live(std::size_t dev, std::int64_t delta, SimTime t) {
@@ -1088,6 +1096,7 @@ class Run {
     std::int32_t readers_left = 0;
     std::int32_t writers_left = 0;
     bool allocated = false;
+    bool host = false;  // in host RAM (Buffer::host): not counted in device memory
   };
   LargeVector<Buf> bufs_;
   LargeVector<SimTime> move_rows_;  // per task: a move's per-row copy cost (empty: none)

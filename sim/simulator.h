@@ -42,7 +42,10 @@
 //   memory       a buffer is live from the start of the first task that writes it to the
 //                end of the last task that reads it (to the end of its last writer when
 //                nothing reads it); peak live bytes per device, and every device whose
-//                peak exceeds its capacity is reported (the run is not stopped).
+//                peak exceeds its capacity is reported (the run is not stopped). Host
+//                buffers (a memory-capped graph's evicted copies) are not device memory.
+//   offload      evict and load tasks (core/memory_plan.h) take the copy lane for their
+//                bytes over the device's host link (sim/offload.h).
 //
 // Policies:
 //   async  work-conserving: a task starts as soon as its dependencies are done and its

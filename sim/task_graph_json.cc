@@ -94,6 +94,10 @@ json to_json(const TaskGraph& tg) {
                        {"dtype", std::string(to_string(b.dtype))},
                        {"init", std::string(to_string(b.init))},
                        {"node", b.node.value}});
+  for (std::size_t b = 0; b < tg.buffers.size(); ++b) {  // memory-planned graphs only
+    if (tg.buffers[b].host) buffers[b]["host"] = true;
+    if (tg.buffers[b].offset_bytes >= 0) buffers[b]["offset_bytes"] = tg.buffers[b].offset_bytes;
+  }
   json tasks = json::array();
   for (const Task& t : tg.tasks) {
     json o = {{"kind", std::string(to_string(t.kind))}, {"device", t.device.value}, {"node", t.node.value}};
@@ -151,6 +155,14 @@ TaskGraph task_graph_from_json(const json& j, std::string_view what_sv) {
       fail(w, ".shape: ", e.what());
     }
     b.node = NodeId(bj.contains("node") ? json_read::index(bj.at("node"), w + ".node") : 0);
+    if (bj.contains("host")) {
+      if (!bj.at("host").is_boolean()) fail(w, ".host: expected true or false, got ", json_read::describe(bj.at("host")));
+      b.host = bj.at("host").get<bool>();
+    }
+    if (bj.contains("offset_bytes")) {
+      b.offset_bytes = integer(bj.at("offset_bytes"), w + ".offset_bytes");
+      if (b.offset_bytes < 0) fail(w, ".offset_bytes: must be >= 0");
+    }
     tg.buffers.push_back(std::move(b));
   }
   const auto nb = static_cast<std::int64_t>(tg.buffers.size());
@@ -171,7 +183,9 @@ TaskGraph task_graph_from_json(const json& j, std::string_view what_sv) {
     else if (kind == "touch") t.kind = TaskKind::touch;
     else if (kind == "move") t.kind = TaskKind::move;
     else if (kind == "output") t.kind = TaskKind::output;
-    else fail(w, ".kind: expected input, compute, touch, move or output, got ", json_read::describe(tj.at("kind")));
+    else if (kind == "evict") t.kind = TaskKind::evict;
+    else if (kind == "load") t.kind = TaskKind::load;
+    else fail(w, ".kind: expected input, compute, touch, move, output, evict or load, got ", json_read::describe(tj.at("kind")));
     t.device = DeviceId(id_field(tj, "device", w, devices, "device"));
     t.dst_device = tj.contains("dst_device") ? DeviceId(id_field(tj, "dst_device", w, devices, "device")) : t.device;
     if (t.kind == TaskKind::move && !tj.contains("dst_device")) fail(w, ": a move needs \"dst_device\"");
@@ -190,8 +204,21 @@ TaskGraph task_graph_from_json(const json& j, std::string_view what_sv) {
     if (tj.contains("writes")) t.writes = BufferId(id_field(tj, "writes", w, nb, "buffer"));
     if (t.kind != TaskKind::output && !t.writes.valid()) fail(w, ": missing field \"writes\"");
     if (t.kind == TaskKind::output && t.reads.size() != 1) fail(w, ".reads: an output reads exactly one buffer");
-    if ((t.kind == TaskKind::move || t.kind == TaskKind::touch) && t.reads.size() != 1)
+    if ((t.kind == TaskKind::move || t.kind == TaskKind::touch || t.kind == TaskKind::evict ||
+         t.kind == TaskKind::load) && t.reads.size() != 1)
       fail(w, ".reads: a ", kind, " reads exactly one buffer");
+    if (t.kind == TaskKind::evict || t.kind == TaskKind::load) {
+      const Buffer& from = tg.buffer(t.reads[0]);
+      const Buffer& to = tg.buffer(t.writes);
+      const bool to_host = t.kind == TaskKind::evict;
+      if (from.host == to_host || to.host != to_host || from.device != t.device || to.device != t.device ||
+          from.shape != to.shape)
+        fail(w, ": ", to_host ? "an evict copies a device buffer to a host buffer" : "a load copies a host buffer to a device buffer",
+             " of the same shape, both of its device");
+    }
+    if (t.kind != TaskKind::evict && t.kind != TaskKind::load && t.kind != TaskKind::input)
+      for (BufferId b : t.reads)
+        if (tg.buffer(b).host) fail(w, ".reads: buffer ", b.value, " is a host buffer; only a load reads one");
     if (t.kind == TaskKind::touch && tg.buffer(t.reads[0]).device != t.device)
       fail(w, ": a touch reads a buffer on its own device (buffer ", t.reads[0].value, " is on device ",
            tg.buffer(t.reads[0]).device.value, ")");

@@ -990,6 +990,8 @@ class CudaRun {
           case TaskKind::compute: launch_compute(t, stream); break;
           case TaskKind::touch: launch_touch(t, stream); break;
           case TaskKind::move: last = launch_move(t, stream); break;
+          case TaskKind::evict:
+          case TaskKind::load: break;  // refused in run()
         }
       } catch (const Error& e) {
         fail("cuda executor: task ", i, " (", to_string(t.kind), " of node '", g_.node(t.node).name, "', block ",
@@ -1038,6 +1040,10 @@ CudaExecutor::~CudaExecutor() = default;
 RunResult CudaExecutor::run(const Graph& g, const TaskGraph& tg, const TensorMap& inputs) {
   check_inputs(g, inputs);
   tg.validate();
+  for (const Task& t : tg.tasks)
+    if (t.kind == TaskKind::evict || t.kind == TaskKind::load)
+      fail("cuda executor: the task graph evicts and loads buffers (--memory-cap); the CUDA backend does not run "
+           "memory-capped graphs yet (the CPU backend does)");
   CudaRun run(*state_, g, tg, inputs, false);
   run.prepare();
   return run.execute();

@@ -1,0 +1,686 @@
+#include "core/memory_plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <stdexcept>
+#include <limits>
+#include <map>
+#include <string>
+
+#include "core/checked.h"
+#include "core/error.h"
+
+namespace tessel {
+
+namespace {
+
+std::int64_t aligned(std::int64_t bytes) {
+  return checked_mul((bytes + kMemoryAlignment - 1) / kMemoryAlignment, kMemoryAlignment, "memory plan: buffer bytes");
+}
+
+// The reference order: input tasks first, by the position of their block's first use
+// (then task id), then every other task in task order.
+std::vector<std::int32_t> reference_order(const TaskGraph& tg) {
+  const auto n = static_cast<std::int32_t>(tg.tasks.size());
+  std::vector<std::int32_t> inputs, rest;
+  for (std::int32_t i = 0; i < n; ++i) (tg.tasks[static_cast<std::size_t>(i)].kind == TaskKind::input ? inputs : rest).push_back(i);
+  std::vector<std::int32_t> first_use(tg.buffers.size(), std::numeric_limits<std::int32_t>::max());
+  for (std::size_t p = 0; p < rest.size(); ++p) {
+    const Task& t = tg.tasks[static_cast<std::size_t>(rest[p])];
+    for (BufferId b : t.reads) first_use[b.index()] = std::min(first_use[b.index()], static_cast<std::int32_t>(p));
+    if (t.writes.valid()) first_use[t.writes.index()] = std::min(first_use[t.writes.index()], static_cast<std::int32_t>(p));
+  }
+  auto key = [&](std::int32_t i) { return first_use[tg.tasks[static_cast<std::size_t>(i)].writes.index()]; };
+  std::stable_sort(inputs.begin(), inputs.end(), [&](std::int32_t a, std::int32_t b) { return key(a) < key(b); });
+  inputs.insert(inputs.end(), rest.begin(), rest.end());
+  return inputs;
+}
+
+std::string describe_task(const TaskGraph& tg, std::size_t i) {
+  const Task& t = tg.tasks[i];
+  std::string s = "task " + std::to_string(i) + " (" + std::string(to_string(t.kind)) + " of graph node " +
+                  std::to_string(t.node.value);
+  if (t.block >= 0) s += ", block " + std::to_string(t.block);
+  return s + ")";
+}
+
+class Planner {
+ public:
+  Planner(const TaskGraph& tg, const MemoryPlanOptions& o) : in_(tg), o_(o) {}
+
+  MemoryPlan run() {
+    const auto devices = static_cast<std::size_t>(in_.num_devices);
+    if (o_.capacity_bytes.size() != devices)
+      fail("memory plan: ", o_.capacity_bytes.size(), " capacities given for ", devices, " devices");
+    for (std::size_t d = 0; d < devices; ++d)
+      if (o_.capacity_bytes[d] < 1) fail("memory plan: device ", d, "'s capacity must be at least 1 byte, got ", o_.capacity_bytes[d]);
+    for (const Task& t : in_.tasks)
+      if (t.kind == TaskKind::evict || t.kind == TaskKind::load)
+        fail("memory plan: the task graph already has evict and load tasks (it was planned before)");
+    for (const Buffer& b : in_.buffers)
+      if (b.host) fail("memory plan: the task graph already has host buffers (it was planned before)");
+    in_.validate();
+    check_working_sets();
+
+    order_ = reference_order(in_);
+    const std::size_t nb = in_.buffers.size();
+    uses_.assign(nb, {});
+    for (std::size_t p = 0; p < order_.size(); ++p) {
+      const Task& t = in_.tasks[static_cast<std::size_t>(order_[p])];
+      for (BufferId b : t.reads) uses_[b.index()].push_back(static_cast<std::int32_t>(p));
+      if (t.writes.valid()) uses_[t.writes.index()].push_back(static_cast<std::int32_t>(p));
+    }
+    for (auto& u : uses_) u.erase(std::unique(u.begin(), u.end()), u.end());
+
+    out_.num_devices = in_.num_devices;
+    out_.buffers = in_.buffers;
+    inst_.assign(nb, Inst{});
+    logical_.assign(nb, Logical{});
+    new_id_.assign(in_.tasks.size(), -1);
+    memory_.assign(devices, {});
+    resident_.assign(devices, {});
+    high_.assign(devices, 0);
+    for (std::size_t d = 0; d < devices; ++d) memory_[d][0] = Segment{o_.capacity_bytes[d], -1, {}};
+
+    for (std::size_t p = 0; p < order_.size(); ++p) step(static_cast<std::int32_t>(p));
+
+    MemoryPlan plan;
+    plan.stats = stats_;
+    plan.stats.capacity_bytes = o_.capacity_bytes;
+    plan.stats.uncapped_peak_bytes = order_peak_bytes(in_);
+    plan.stats.planned_peak_bytes = high_;
+    check_hosts(plan.stats);
+    plan.graph = std::move(out_);
+    plan.graph.validate();
+    return plan;
+  }
+
+ private:
+  struct Segment {
+    std::int64_t size = 0;
+    std::int32_t buffer = -1;            // the device buffer holding it, -1: free
+    std::vector<std::int32_t> released;  // free: the tasks that used what held it last
+  };
+  struct Inst {  // per buffer of the output graph that lives on a device
+    std::int64_t offset = -1, size = 0;
+    std::vector<std::int32_t> users, writers, alloc_deps;
+    std::int32_t loaded_by = -1;
+  };
+  struct Logical {  // per buffer of the input graph
+    std::int32_t resident = -1;     // its device buffer now, -1: none
+    std::int32_t host = -1;         // its host copy, when host_valid
+    std::int32_t host_writer = -1;  // the task that wrote the host copy
+    bool host_valid = false;        // the host copy equals the data
+    bool created = false;
+    bool input_only = false;        // written only by its input task so far
+    std::int32_t input_task = -1;   // that input task (input graph id)
+  };
+
+  void check_working_sets() const {
+    for (std::size_t i = 0; i < in_.tasks.size(); ++i) {
+      const Task& t = in_.tasks[i];
+      std::vector<BufferId> bufs = t.reads;
+      if (t.writes.valid()) bufs.push_back(t.writes);
+      std::sort(bufs.begin(), bufs.end());
+      bufs.erase(std::unique(bufs.begin(), bufs.end()), bufs.end());
+      std::vector<std::int64_t> need(static_cast<std::size_t>(in_.num_devices), 0);
+      for (BufferId b : bufs) {
+        const Buffer& buf = in_.buffer(b);
+        auto& n = need[buf.device.index()];
+        n = checked_add(n, aligned(buf.bytes()), "memory plan: a task's bytes");
+      }
+      for (std::size_t d = 0; d < need.size(); ++d)
+        if (need[d] > o_.capacity_bytes[d])
+          fail("memory cap: ", describe_task(in_, i), " needs ", need[d], " bytes on device ", d,
+               " at once (the buffers it reads and writes there, each rounded up to ", kMemoryAlignment,
+               " bytes), more than the cap of ", o_.capacity_bytes[d], " bytes: no schedule fits");
+    }
+  }
+
+  void check_hosts(MemoryPlanStats& s) const {
+    std::size_t hosts = 1;
+    for (std::int32_t h : o_.host_of) hosts = std::max(hosts, static_cast<std::size_t>(h) + 1);
+    s.host_bytes.assign(hosts, 0);
+    for (const Buffer& b : out_.buffers) {
+      if (!b.host) continue;
+      const std::size_t h = o_.host_of.empty() ? 0 : static_cast<std::size_t>(o_.host_of[b.device.index()]);
+      s.host_bytes[h] = checked_add(s.host_bytes[h], b.bytes(), "memory plan: host bytes");
+    }
+    for (std::size_t h = 0; h < hosts; ++h) {
+      const std::int64_t cap = h < o_.host_capacity_bytes.size() ? o_.host_capacity_bytes[h] : 0;
+      if (cap > 0 && s.host_bytes[h] > cap)
+        fail("memory cap: host ", h, " must hold ", s.host_bytes[h],
+             " bytes of evicted buffers and host-resident inputs for its devices, more than its memory_capacity_bytes (",
+             cap, "); raise the cap or give the host more memory");
+    }
+  }
+
+  std::int32_t next_use(std::int32_t logical, std::int32_t p) const {
+    const auto& u = uses_[static_cast<std::size_t>(logical)];
+    auto it = std::upper_bound(u.begin(), u.end(), p);
+    return it == u.end() ? std::numeric_limits<std::int32_t>::max() : *it;
+  }
+
+  std::int32_t new_buffer(std::int32_t logical, bool host) {
+    Buffer b = in_.buffers[static_cast<std::size_t>(logical)];
+    b.host = host;
+    b.offset_bytes = -1;
+    out_.buffers.push_back(b);
+    inst_.push_back(Inst{});
+    return static_cast<std::int32_t>(out_.buffers.size() - 1);
+  }
+
+  std::int32_t emit(Task t) {
+    std::sort(t.deps.begin(), t.deps.end());
+    t.deps.erase(std::unique(t.deps.begin(), t.deps.end()), t.deps.end());
+    out_.tasks.push_back(std::move(t));
+    return static_cast<std::int32_t>(out_.tasks.size() - 1);
+  }
+
+  static void add_all(std::vector<TaskId>& deps, const std::vector<std::int32_t>& ids) {
+    for (std::int32_t i : ids) deps.emplace_back(i);
+  }
+
+  // Claims `size` bytes on device d for `buffer` and records the tasks that released
+  // them in its alloc_deps: of the free ranges large enough, the one whose last user
+  // was emitted earliest (so that what waits for it can start soonest: a load can run
+  // ahead of its reader), then the lowest; with first_fit, the lowest. False when no
+  // free range is large enough.
+  bool allocate(std::size_t d, std::int32_t buffer, bool first_fit = false) {
+    auto& mem = memory_[d];
+    Inst& in = inst_[static_cast<std::size_t>(buffer)];
+    const std::int64_t size = in.size;
+    auto best = mem.end();
+    std::int32_t best_newest = 0;
+    for (auto start = mem.begin(); start != mem.end(); ++start) {
+      if (start->second.buffer >= 0) continue;
+      std::int64_t run = 0;
+      std::int32_t newest = -1;
+      auto end = start;
+      while (end != mem.end() && end->second.buffer < 0 && run < size) {
+        run += end->second.size;
+        for (std::int32_t r : end->second.released) newest = std::max(newest, r);
+        ++end;
+      }
+      if (run < size) continue;
+      if (best == mem.end() || newest < best_newest) {
+        best = start;
+        best_newest = newest;
+      }
+      if (first_fit) break;
+    }
+    if (best == mem.end()) return false;
+    {
+      auto start = best;
+      std::int64_t run = 0;
+      auto end = start;
+      while (run < size) {
+        run += end->second.size;
+        ++end;
+      }
+      const std::int64_t offset = start->first;
+      std::vector<std::int32_t> released;
+      auto last = std::prev(end);
+      const std::int64_t tail = run - size;  // what the last segment keeps
+      Segment kept = last->second;
+      for (auto it = start; it != end; ++it) released.insert(released.end(), it->second.released.begin(), it->second.released.end());
+      const std::int64_t last_offset = last->first;
+      const std::int64_t last_size = last->second.size;
+      mem.erase(start, end);
+      mem[offset] = Segment{size, buffer, {}};
+      if (tail > 0) {
+        kept.size = tail;
+        mem[last_offset + last_size - tail] = std::move(kept);
+      }
+      std::sort(released.begin(), released.end());
+      released.erase(std::unique(released.begin(), released.end()), released.end());
+      in.alloc_deps = std::move(released);
+      in.offset = offset;
+      out_.buffers[static_cast<std::size_t>(buffer)].offset_bytes = offset;
+      high_[d] = std::max(high_[d], offset + size);
+      return true;
+    }
+  }
+
+  void release(std::size_t d, std::int32_t buffer) {
+    Inst& in = inst_[static_cast<std::size_t>(buffer)];
+    auto it = memory_[d].find(in.offset);
+    it->second.buffer = -1;
+    it->second.released = in.users;
+    resident_[d].erase(std::find(resident_[d].begin(), resident_[d].end(), buffer));
+  }
+
+  // Evicts logical buffer l's device copy: a copy to the host unless an equal host copy
+  // exists or can be written for free (an input block), then releases its range.
+  void evict(std::int32_t l) {
+    Logical& lg = logical_[static_cast<std::size_t>(l)];
+    const std::int32_t b = lg.resident;
+    Inst& in = inst_[static_cast<std::size_t>(b)];
+    const Buffer& buf = in_.buffers[static_cast<std::size_t>(l)];
+    if (lg.host_valid) {
+      ++stats_.drops;
+    } else if (lg.input_only) {
+      Task t = in_.tasks[static_cast<std::size_t>(lg.input_task)];
+      t.deps.clear();
+      t.writes = BufferId(new_buffer(l, true));
+      lg.host = t.writes.value;
+      lg.host_writer = emit(std::move(t));
+      lg.host_valid = true;
+      ++stats_.drops;
+    } else {
+      Task t;
+      t.kind = TaskKind::evict;
+      t.device = t.dst_device = buf.device;
+      t.node = buf.node;
+      t.reads = {BufferId(b)};
+      t.writes = BufferId(new_buffer(l, true));
+      t.src = Rect::whole(buf.shape);
+      t.bytes = buf.bytes();
+      add_all(t.deps, in.writers);
+      if (in.loaded_by >= 0) t.deps.emplace_back(in.loaded_by);
+      lg.host = t.writes.value;
+      lg.host_writer = emit(std::move(t));
+      lg.host_valid = true;
+      inst_[static_cast<std::size_t>(b)].users.push_back(lg.host_writer);
+      ++stats_.evicts;
+      stats_.bytes_evicted = checked_add(stats_.bytes_evicted, buf.bytes(), "memory plan: bytes evicted");
+    }
+    release(static_cast<std::size_t>(buf.device.value), b);
+    lg.resident = -1;
+  }
+
+  // Makes room on device d for `need` (logical buffers without a device copy; each gets a
+  // fresh buffer placed in memory), evicting by Belady's rule; `pinned` (the task's
+  // resident buffers) go only when nothing else is left. Returns the placed buffers.
+  std::vector<std::int32_t> place(std::size_t d, std::vector<std::int32_t> need, std::vector<std::int32_t> pinned,
+                                  std::int32_t p) {
+    for (;;) {
+      // The earliest-freed ranges first; failing that, first fit (which always places a
+      // working set no larger than the capacity in an empty memory).
+      std::vector<std::int32_t> placed;
+      const auto saved = memory_[d];
+      const std::int64_t saved_high = high_[d];
+      for (bool first_fit : {false, true}) {
+        placed.clear();
+        bool ok = true;
+        for (std::int32_t l : need) {
+          const std::int32_t b = fresh_for(l);
+          if (!allocate(d, b, first_fit)) {
+            ok = false;
+            break;
+          }
+          placed.push_back(b);
+        }
+        if (ok) return placed;
+        memory_[d] = saved;
+        high_[d] = saved_high;
+      }
+      // The resident buffer used furthest ahead, not one the task uses.
+      std::int32_t victim = -1, victim_next = -1;
+      for (std::int32_t b : resident_[d]) {
+        const std::int32_t l = logical_of(b);
+        if (std::find(pinned.begin(), pinned.end(), l) != pinned.end()) continue;
+        const std::int32_t next = next_use(l, p);
+        if (next > victim_next || (next == victim_next && l < victim)) {
+          victim = l;
+          victim_next = next;
+        }
+      }
+      if (victim >= 0) {
+        evict(victim);
+        continue;
+      }
+      if (pinned.empty())
+        throw std::logic_error("memory plan: " + describe_task(in_, static_cast<std::size_t>(order_[static_cast<std::size_t>(p)])) +
+                               " does not fit in an empty memory (internal error)");
+      // Fragmented: the task's own resident buffers go too, and everything it needs is
+      // placed again.
+      for (std::int32_t l : pinned) {
+        evict(l);
+        need.push_back(l);
+      }
+      pinned.clear();
+    }
+  }
+
+  // The device buffer a logical buffer's next placement uses: the original buffer id the
+  // first time, a new one for every reload.
+  std::int32_t fresh_for(std::int32_t l) {
+    Logical& lg = logical_[static_cast<std::size_t>(l)];
+    auto& slot = pending_.try_emplace(l, -1).first->second;
+    if (slot < 0) {
+      auto spare = spare_.find(l);  // one made for a placement that did not happen
+      if (!lg.created) {
+        slot = l;
+      } else if (spare != spare_.end()) {
+        slot = spare->second;
+        spare_.erase(spare);
+      } else {
+        slot = new_buffer(l, false);
+      }
+    }
+    inst_[static_cast<std::size_t>(slot)].size = aligned(in_.buffers[static_cast<std::size_t>(l)].bytes());
+    return slot;
+  }
+
+  std::int32_t logical_of(std::int32_t b) const { return b < static_cast<std::int32_t>(in_.buffers.size()) ? b : origin_.at(b); }
+
+  // The buffers `place` or `prefetch` just placed on device dev (pending_): resident now;
+  // a fresh one is written by the current task, any other is loaded from its host copy.
+  void settle_placed(std::size_t dev) {
+    for (auto& [l, b] : pending_) {
+        if (b < 0) continue;
+        Logical& lg = logical_[static_cast<std::size_t>(l)];
+        Inst& in = inst_[static_cast<std::size_t>(b)];
+        resident_[dev].push_back(b);
+        if (b != l) origin_[b] = l;
+        lg.resident = b;
+        if (!lg.created) {  // a fresh buffer: this task is its first writer
+          lg.created = true;
+          continue;
+        }
+        if (!lg.host_valid) throw std::logic_error("memory plan: a buffer to load has no host copy (internal error)");
+        Task load;
+        load.kind = TaskKind::load;
+        load.device = load.dst_device = in_.buffers[static_cast<std::size_t>(l)].device;
+        load.node = in_.buffers[static_cast<std::size_t>(l)].node;
+        load.reads = {BufferId(lg.host)};
+        load.writes = BufferId(b);
+        load.src = Rect::whole(in_.buffers[static_cast<std::size_t>(l)].shape);
+        load.bytes = in_.buffers[static_cast<std::size_t>(l)].bytes();
+        load.deps.emplace_back(lg.host_writer);
+        add_all(load.deps, in.alloc_deps);
+        const std::int32_t id = emit(std::move(load));
+        in.loaded_by = id;
+        in.users.push_back(id);
+        in.writers.push_back(id);
+        ++stats_.loads;
+        stats_.bytes_loaded = checked_add(stats_.bytes_loaded, in_.buffers[static_cast<std::size_t>(l)].bytes(),
+                                          "memory plan: bytes loaded");
+    }
+    pending_.clear();
+  }
+
+  void step(std::int32_t p) {
+    const std::int32_t orig = order_[static_cast<std::size_t>(p)];
+    Task t = in_.tasks[static_cast<std::size_t>(orig)];
+    std::vector<std::int32_t> used;
+    for (BufferId b : t.reads) used.push_back(b.value);
+    if (t.writes.valid()) used.push_back(t.writes.value);
+    std::sort(used.begin(), used.end());
+    used.erase(std::unique(used.begin(), used.end()), used.end());
+
+    if (t.kind == TaskKind::input) {  // placed on its device if it fits, else in host memory
+      const std::int32_t l = t.writes.value;
+      const auto d = in_.buffers[static_cast<std::size_t>(l)].device.index();
+      Logical& lg = logical_[static_cast<std::size_t>(l)];
+      pending_.clear();
+      const std::int32_t b = fresh_for(l);
+      pending_.clear();
+      lg.created = true;
+      lg.input_task = orig;
+      if (allocate(d, b)) {
+        resident_[d].push_back(b);
+        lg.resident = b;
+        lg.input_only = true;
+        Inst& in = inst_[static_cast<std::size_t>(b)];
+        const std::int32_t id = emit(t);
+        new_id_[static_cast<std::size_t>(orig)] = id;
+        in.users.push_back(id);
+        in.writers.push_back(id);
+      } else {
+        t.writes = BufferId(new_buffer(l, true));
+        lg.host = t.writes.value;
+        lg.host_writer = emit(t);
+        lg.host_valid = true;
+        new_id_[static_cast<std::size_t>(orig)] = lg.host_writer;
+        ++stats_.host_inputs;
+      }
+      release_dead(used, p);
+      return;
+    }
+
+    // Per device: the task's buffers there that are resident (pinned) or must be placed.
+    for (std::int32_t dev = 0; dev < in_.num_devices; ++dev) {
+      std::vector<std::int32_t> need, pinned;
+      for (std::int32_t l : used) {
+        if (in_.buffers[static_cast<std::size_t>(l)].device.value != dev) continue;
+        (logical_[static_cast<std::size_t>(l)].resident >= 0 ? pinned : need).push_back(l);
+      }
+      if (need.empty()) continue;
+      pending_.clear();
+      (void)place(static_cast<std::size_t>(dev), need, pinned, p);
+      // `place` may have appended pinned buffers to its copy of `need`: map back through pending_.
+      settle_placed(static_cast<std::size_t>(dev));
+    }
+
+    // The task itself, on its buffers' current device copies.
+    for (BufferId& b : t.reads) b = BufferId(logical_[b.index()].resident);
+    const std::int32_t wl = t.writes.valid() ? t.writes.value : -1;
+    if (t.writes.valid()) t.writes = BufferId(logical_[t.writes.index()].resident);
+    std::vector<TaskId> deps;
+    for (TaskId d : t.deps) deps.emplace_back(new_id_[d.index()]);
+    for (std::int32_t l : used) {
+      const Inst& in = inst_[static_cast<std::size_t>(logical_[static_cast<std::size_t>(l)].resident)];
+      if (in.loaded_by >= 0) deps.emplace_back(in.loaded_by);
+      if (l == wl) add_all(deps, in.alloc_deps);
+    }
+    t.deps = std::move(deps);
+    const std::int32_t id = emit(std::move(t));
+    new_id_[static_cast<std::size_t>(orig)] = id;
+    for (std::int32_t l : used) {
+      Logical& lg = logical_[static_cast<std::size_t>(l)];
+      Inst& in = inst_[static_cast<std::size_t>(lg.resident)];
+      in.users.push_back(id);
+      if (l == wl) {
+        in.writers.push_back(id);
+        lg.host_valid = false;
+        lg.input_only = false;
+      }
+    }
+    release_dead(used, p);
+    prefetch(p);
+  }
+
+  // Loads ahead of need: for the next kLookahead tasks in order, each buffer they read
+  // that sits in host memory is loaded now if a free range holds it without evicting
+  // anything and the device keeps enough free bytes for the new buffers those tasks
+  // write before it. A load placed early waits only for what freed its range, so it can
+  // overlap the computation before its reader instead of stalling it.
+  static constexpr std::int32_t kLookahead = 32;
+  void prefetch(std::int32_t p) {
+    const auto devices = static_cast<std::size_t>(in_.num_devices);
+    std::vector<std::int64_t> reserve(devices, 0), free(devices, 0);
+    std::vector<char> blocked(devices, 0);
+    for (std::size_t d = 0; d < devices; ++d)
+      for (const auto& [offset, seg] : memory_[d])
+        if (seg.buffer < 0) free[d] += seg.size;
+    const auto end = std::min<std::int32_t>(static_cast<std::int32_t>(order_.size()), p + 1 + kLookahead);
+    for (std::int32_t q = p + 1; q < end; ++q) {
+      const Task& t = in_.tasks[static_cast<std::size_t>(order_[static_cast<std::size_t>(q)])];
+      for (BufferId b : t.reads) {
+        const std::int32_t l = b.value;
+        const Logical& lg = logical_[b.index()];
+        const std::size_t d = in_.buffers[b.index()].device.index();
+        if (blocked[d] || lg.resident >= 0 || !lg.host_valid) continue;
+        const std::int64_t size = aligned(in_.buffers[b.index()].bytes());
+        if (free[d] - size < reserve[d]) {
+          blocked[d] = 1;
+          continue;
+        }
+        pending_.clear();
+        const std::int32_t fresh = fresh_for(l);
+        if (!allocate(d, fresh)) {
+          spare_[l] = fresh;  // kept for its next placement
+          pending_.clear();
+          blocked[d] = 1;
+          continue;
+        }
+        free[d] -= size;
+        settle_placed(d);
+      }
+      if (t.writes.valid() && !logical_[t.writes.index()].created)
+        reserve[in_.buffers[t.writes.index()].device.index()] += aligned(in_.buffers[t.writes.index()].bytes());
+    }
+  }
+
+  // Buffers whose last use is position p leave their device's memory.
+  void release_dead(const std::vector<std::int32_t>& used, std::int32_t p) {
+    for (std::int32_t l : used) {
+      Logical& lg = logical_[static_cast<std::size_t>(l)];
+      if (lg.resident < 0 || next_use(l, p) != std::numeric_limits<std::int32_t>::max()) continue;
+      release(in_.buffers[static_cast<std::size_t>(l)].device.index(), lg.resident);
+      lg.resident = -1;
+    }
+  }
+
+  const TaskGraph& in_;
+  const MemoryPlanOptions& o_;
+  TaskGraph out_;
+  MemoryPlanStats stats_;
+  std::vector<std::int32_t> order_;
+  std::vector<std::vector<std::int32_t>> uses_;  // per input buffer: positions in order_ that use it
+  std::deque<Inst> inst_;  // per output buffer (a deque: references stay valid as it grows)
+  std::vector<Logical> logical_;                 // per input buffer
+  std::map<std::int32_t, std::int32_t> origin_;  // reloaded buffer → its input buffer
+  std::map<std::int32_t, std::int32_t> pending_;  // logical → buffer being placed (a step's scratch)
+  std::map<std::int32_t, std::int32_t> spare_;    // logical → a buffer made for it, not yet placed
+  std::vector<std::int32_t> new_id_;             // input task → output task
+  std::vector<std::map<std::int64_t, Segment>> memory_;  // per device: segments by offset
+  std::vector<std::vector<std::int32_t>> resident_;      // per device: its resident device buffers
+  std::vector<std::int64_t> high_;
+};
+
+}  // namespace
+
+MemoryPlan plan_memory(const TaskGraph& tg, const MemoryPlanOptions& options) { return Planner(tg, options).run(); }
+
+TaskGraph fixed_order(const TaskGraph& planned) {
+  TaskGraph out = planned;
+  std::vector<std::int32_t> last(static_cast<std::size_t>(planned.num_devices), -1);
+  for (std::size_t i = 0; i < out.tasks.size(); ++i) {
+    Task& t = out.tasks[i];
+    if (t.kind != TaskKind::compute && t.kind != TaskKind::evict && t.kind != TaskKind::load) continue;
+    std::int32_t& prev = last[t.device.index()];
+    if (prev >= 0 && std::find(t.deps.begin(), t.deps.end(), TaskId(prev)) == t.deps.end()) {
+      t.deps.emplace_back(prev);
+      std::sort(t.deps.begin(), t.deps.end());
+    }
+    prev = static_cast<std::int32_t>(i);
+  }
+  return out;
+}
+
+std::vector<std::int64_t> order_peak_bytes(const TaskGraph& tg) {
+  std::vector<std::int64_t> live(static_cast<std::size_t>(tg.num_devices), 0), peak = live;
+  const std::vector<std::int32_t> order = reference_order(tg);
+  std::vector<std::int32_t> last(tg.buffers.size(), -1);
+  std::vector<char> allocated(tg.buffers.size(), 0);
+  for (std::size_t p = 0; p < order.size(); ++p) {
+    const Task& t = tg.tasks[static_cast<std::size_t>(order[p])];
+    for (BufferId b : t.reads) last[b.index()] = static_cast<std::int32_t>(p);
+    if (t.writes.valid()) last[t.writes.index()] = static_cast<std::int32_t>(p);
+  }
+  for (std::size_t p = 0; p < order.size(); ++p) {
+    const Task& t = tg.tasks[static_cast<std::size_t>(order[p])];
+    if (t.writes.valid() && !allocated[t.writes.index()] && !tg.buffer(t.writes).host) {
+      allocated[t.writes.index()] = 1;
+      const Buffer& b = tg.buffer(t.writes);
+      auto& l = live[b.device.index()];
+      l = checked_add(l, b.bytes(), "memory plan: live bytes");
+      peak[b.device.index()] = std::max(peak[b.device.index()], l);
+    }
+    auto drop = [&](BufferId b) {
+      if (allocated[b.index()] == 1 && last[b.index()] == static_cast<std::int32_t>(p)) {
+        allocated[b.index()] = 2;
+        live[tg.buffer(b).device.index()] -= tg.buffer(b).bytes();
+      }
+    };
+    for (BufferId b : t.reads) drop(b);
+    if (t.writes.valid()) drop(t.writes);
+  }
+  return peak;
+}
+
+std::vector<std::int64_t> timeline_peak_bytes(const TaskGraph& tg, const Timeline& tl) {
+  const std::size_t nb = tg.buffers.size();
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  std::vector<double> begin(nb, kInf), end_read(nb, -kInf), end_write(nb, -kInf);
+  std::vector<char> read(nb, 0);
+  for (const Span& s : tl.spans) {
+    const Task& t = tg.task(s.task);
+    for (BufferId b : t.reads) {
+      read[b.index()] = 1;
+      end_read[b.index()] = std::max(end_read[b.index()], s.end_s);
+    }
+    if (t.writes.valid()) {
+      begin[t.writes.index()] = std::min(begin[t.writes.index()], s.start_s);
+      end_write[t.writes.index()] = std::max(end_write[t.writes.index()], s.end_s);
+    }
+  }
+  struct Event {
+    double t;
+    std::int64_t delta;
+    std::int32_t device;
+  };
+  std::vector<Event> events;
+  for (std::size_t b = 0; b < nb; ++b) {
+    if (tg.buffers[b].host || begin[b] == kInf) continue;
+    const double until = read[b] ? end_read[b] : end_write[b];
+    events.push_back({begin[b], tg.buffers[b].bytes(), tg.buffers[b].device.value});
+    events.push_back({until, -tg.buffers[b].bytes(), tg.buffers[b].device.value});
+  }
+  std::sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
+    return a.t != b.t ? a.t < b.t : a.delta < b.delta;  // releases first
+  });
+  std::vector<std::int64_t> live(static_cast<std::size_t>(tg.num_devices), 0), peak = live;
+  for (const Event& e : events) {
+    auto& l = live[static_cast<std::size_t>(e.device)];
+    l += e.delta;
+    peak[static_cast<std::size_t>(e.device)] = std::max(peak[static_cast<std::size_t>(e.device)], l);
+  }
+  return peak;
+}
+
+std::vector<std::int64_t> MemoryCap::bytes_for(const std::vector<std::int64_t>& uncapped_peak_bytes) const {
+  std::vector<std::int64_t> out;
+  for (std::int64_t peak : uncapped_peak_bytes)
+    out.push_back(std::max<std::int64_t>(
+        1, fraction ? static_cast<std::int64_t>(std::floor(value * static_cast<double>(peak))) : static_cast<std::int64_t>(value)));
+  return out;
+}
+
+MemoryCap parse_memory_cap(std::string_view text, std::string_view what) {
+  const std::string s(text);
+  std::size_t end = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &end);
+  } catch (...) {
+    fail(what, " '", s, "': expected a size in bytes (4096, 2.5e9, 64MB, 1GiB) or a fraction of the uncapped peak (0.5, 50%)");
+  }
+  const std::string unit = s.substr(end);
+  MemoryCap cap;
+  if (unit == "%" || (unit.empty() && v <= 1)) {
+    cap.fraction = true;
+    cap.value = unit == "%" ? v / 100 : v;
+    if (!(cap.value > 0) || cap.value > 1)
+      fail(what, " '", s, "': a fraction of the uncapped peak must be in (0, 1] (or (0%, 100%])");
+    return cap;
+  }
+  const std::pair<const char*, double> units[] = {
+      {"", 1},           {"B", 1},      {"KB", 1e3},           {"KiB", 1024.0}, {"MB", 1e6},
+      {"MiB", 1048576.0}, {"GB", 1e9},  {"GiB", 1073741824.0}, {"TB", 1e12},    {"TiB", 1099511627776.0}};
+  double scale = 0;
+  for (const auto& [name, f] : units)
+    if (unit == name) scale = f;
+  if (scale == 0) fail(what, " '", s, "': unknown unit '", unit, "' (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB, or %)");
+  const double bytes = v * scale;
+  if (!(bytes >= 1) || bytes > 9e18 || std::floor(bytes) != bytes)
+    fail(what, " '", s, "': must be a whole number of bytes >= 2, or a fraction in (0, 1]");
+  cap.value = bytes;
+  return cap;
+}
+
+}  // namespace tessel

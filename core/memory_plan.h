@@ -1,0 +1,106 @@
+#pragma once
+// Memory-bounded execution (TURNIP, arXiv 2405.16283): plan_memory() rewrites a task
+// graph so that the bytes live on each device never exceed its capacity, by inserting
+// evict tasks (device buffer → a copy in its host's RAM) and load tasks (host copy → a
+// new device buffer), whatever order the tasks then run in.
+//
+// How it plans. The tasks are walked once in a reference order: the input tasks first,
+// in the order their blocks are first used, then every other task in task order. Each
+// device's memory is a range [0, capacity) in which every device buffer is given an
+// offset (first fit, each buffer rounded up to kMemoryAlignment bytes):
+//   - a task's buffers on a device must all be resident while it runs: a buffer that was
+//     evicted is loaded into a new buffer first, and later tasks read (and accumulate
+//     into) that one;
+//   - when a buffer does not fit, the resident buffer of that device whose next use is
+//     furthest away is evicted (Belady's rule), the task's own buffers excepted, until it
+//     fits; if it still does not (fragmentation), the task's resident buffers are evicted
+//     too and everything it needs is placed again from an empty memory;
+//   - an evicted buffer that already has an identical host copy (it was loaded and not
+//     written since), or that holds only an input block (inputs start in host memory,
+//     the ZeRO-Offload view of weights), is dropped without a copy;
+//   - an input block that does not fit when the inputs are placed starts in host memory
+//     (its input task writes a host buffer) and is loaded at its first use;
+//   - a buffer's range is released after its last use in the reference order.
+// Dependencies, only those memory safety needs: every task that writes a buffer depends
+// on every task that used the buffers that held its range before (their readers, writers
+// and evicts); a load on the task that wrote its host copy; an evict on the writers of
+// what it copies; a reader of a loaded buffer on its load. Two buffers whose ranges
+// overlap are therefore never live at once in any execution that respects the
+// dependencies, so the live bytes of a device never exceed its capacity however the
+// ready tasks are ordered at run time (the simulator's async policy, the executors'
+// ready queues): the order stays free. A graph already planned (with evicts or loads) is
+// refused.
+//
+// Errors: a task whose own buffers on one device exceed that device's capacity (no
+// schedule exists: the message names the task and the bytes), a host whose RAM cannot
+// hold every host copy planned for its devices (the message names the host and the
+// bytes).
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "core/task_graph.h"
+#include "core/timeline.h"
+
+namespace tessel {
+
+inline constexpr std::int64_t kMemoryAlignment = 64;  // every planned buffer's offset and size
+
+struct MemoryPlanOptions {
+  std::vector<std::int64_t> capacity_bytes;  // per device of the task graph
+  std::vector<std::int32_t> host_of;         // per device: its host (empty: all on host 0)
+  std::vector<std::int64_t> host_capacity_bytes;  // per host; 0 or missing: unchecked
+};
+
+struct MemoryPlanStats {
+  std::vector<std::int64_t> capacity_bytes;       // per device, as given
+  std::vector<std::int64_t> uncapped_peak_bytes;  // per device: order_peak_bytes() of the input graph
+  std::vector<std::int64_t> planned_peak_bytes;   // per device: the highest offset + size used
+  std::int64_t evicts = 0, loads = 0;
+  std::int64_t drops = 0;        // evicted without a copy (a host copy existed or was an input)
+  std::int64_t host_inputs = 0;  // input blocks that start in host memory
+  std::int64_t bytes_evicted = 0, bytes_loaded = 0;
+  std::vector<std::int64_t> host_bytes;  // per host: the bytes of every host buffer planned there
+};
+
+struct MemoryPlan {
+  TaskGraph graph;
+  MemoryPlanStats stats;
+};
+
+// See the header comment. Throws Error on the bad inputs it names.
+[[nodiscard]] MemoryPlan plan_memory(const TaskGraph& tg, const MemoryPlanOptions& options);
+
+// The ZeRO-Offload-style baseline (arXiv 2101.06840) for the same plan: fixed order and
+// synchronous transfers. Every compute, evict and load also depends on the previous one
+// of its device in task order, so a device runs its kernels and host transfers one after
+// another in the plan's order and a load holds up the kernel behind it (moves and
+// touches stay as free as in `planned`); what running `planned` itself gains over this
+// is what the freedom of order buys.
+[[nodiscard]] TaskGraph fixed_order(const TaskGraph& planned);
+
+// Per device, the peak of the bytes live (a buffer from its first writer to its last
+// use, host buffers excepted) when the tasks run one at a time in plan_memory()'s
+// reference order with no cap: the "uncapped peak" that --memory-cap FRACTION scales.
+[[nodiscard]] std::vector<std::int64_t> order_peak_bytes(const TaskGraph& tg);
+
+// Per device, the peak of the bytes live over a timeline by the simulator's rule: a
+// device buffer is live from the start of the first task that writes it to the end of
+// the last task that reads it (to the end of its last writer when nothing reads it);
+// at equal times, releases come first. For a measured timeline it is the executor's
+// peak as the simulator would count it.
+[[nodiscard]] std::vector<std::int64_t> timeline_peak_bytes(const TaskGraph& tg, const Timeline& tl);
+
+// --memory-cap: "BYTES" (a size: 4096, 2.5e9, 64MB, 1GiB) or "FRACTION" (a number in
+// (0, 1], or a percentage such as 50%) of the uncapped peak.
+struct MemoryCap {
+  bool fraction = false;
+  double value = 0;  // bytes, or the fraction
+  // Each device's capacity: the bytes, or the fraction × that device's own uncapped
+  // peak (order_peak_bytes), rounded down; at least 1.
+  [[nodiscard]] std::vector<std::int64_t> bytes_for(const std::vector<std::int64_t>& uncapped_peak_bytes) const;
+};
+[[nodiscard]] MemoryCap parse_memory_cap(std::string_view text, std::string_view what = "--memory-cap");
+
+}  // namespace tessel

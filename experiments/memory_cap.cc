@@ -1,0 +1,70 @@
+#include "experiments/memory_cap.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "core/error.h"
+#include "experiments/cli.h"
+
+namespace tessel::cli {
+
+void add_memory_cap_option(CLI::App& cmd, std::string& text) {
+  cmd.add_option("--memory-cap", text,
+                 "bound every device's memory: BYTES (4096, 2.5e9, 64MB, 1GiB) or a FRACTION of the uncapped peak "
+                 "(0.5, 50%); evicts buffers to host memory and loads them back (async policy only)")
+      ->check([](const std::string& value) {
+        try {
+          (void)parse_memory_cap(value, "--memory-cap");
+          return std::string();
+        } catch (const Error& e) {
+          return std::string(e.what());
+        }
+      });
+}
+
+MemoryCapped cap_memory(const TaskGraph& tg, const std::string& text, const Machine* machine) {
+  const MemoryCap cap = parse_memory_cap(text, "--memory-cap");
+  MemoryCapped out;
+  out.cap_bytes = cap.bytes_for(order_peak_bytes(tg));
+  MemoryPlanOptions po;
+  po.capacity_bytes = out.cap_bytes;
+  if (machine) {
+    for (int d = 0; d < tg.num_devices; ++d) po.host_of.push_back(machine->devices.at(static_cast<std::size_t>(d)).host);
+    for (const Host& h : machine->hosts) po.host_capacity_bytes.push_back(h.memory_capacity_bytes);
+  }
+  MemoryPlan plan = plan_memory(tg, po);
+  out.graph = std::move(plan.graph);
+  out.stats = std::move(plan.stats);
+  return out;
+}
+
+nlohmann::json memory_cap_json(const MemoryCapped& c) {
+  const MemoryPlanStats& s = c.stats;
+  return {{"memory_cap_bytes", c.cap_bytes},
+          {"uncapped_peak_bytes", s.uncapped_peak_bytes},
+          {"planned_peak_bytes", s.planned_peak_bytes},
+          {"evicts", s.evicts},
+          {"loads", s.loads},
+          {"drops", s.drops},
+          {"host_inputs", s.host_inputs},
+          {"bytes_evicted", s.bytes_evicted},
+          {"bytes_loaded", s.bytes_loaded},
+          {"host_bytes", s.host_bytes}};
+}
+
+void print_memory_cap(const MemoryCapped& c) {
+  const MemoryPlanStats& s = c.stats;
+  std::size_t top = 0;  // the device with the largest uncapped peak
+  for (std::size_t d = 0; d < s.uncapped_peak_bytes.size(); ++d)
+    if (s.uncapped_peak_bytes[d] > s.uncapped_peak_bytes[top]) top = d;
+  const double uncapped = s.uncapped_peak_bytes.empty() ? 0.0 : static_cast<double>(s.uncapped_peak_bytes[top]);
+  const double cap = c.cap_bytes.empty() ? 0.0 : static_cast<double>(c.cap_bytes[top]);
+  std::printf("  memory cap    %s on device %zu (%.0f%% of its uncapped peak %s, tasks one at a time): %lld evicts (%s), "
+              "%lld loads (%s), %lld dropped, %lld inputs start on the host\n",
+              human_bytes(cap).c_str(), top, uncapped > 0 ? 100.0 * cap / uncapped : 0.0, human_bytes(uncapped).c_str(), static_cast<long long>(s.evicts),
+              human_bytes(static_cast<double>(s.bytes_evicted)).c_str(), static_cast<long long>(s.loads),
+              human_bytes(static_cast<double>(s.bytes_loaded)).c_str(), static_cast<long long>(s.drops),
+              static_cast<long long>(s.host_inputs));
+}
+
+}  // namespace tessel::cli

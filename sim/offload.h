@@ -1,0 +1,29 @@
+#pragma once
+// How the simulator models memory offload (core/memory_plan.h): an evict or a load is a
+// copy of a whole buffer between a device and its host's RAM. It runs on the device's
+// copy lane (one at a time, after or before touches; on a single-lane CPU worker, on
+// the worker) and takes the latency of the device's host route plus its bytes over the
+// route's slowest link (Machine::host_route: the PCIe link of the GPU presets; a CPU
+// worker's memory copy). The bytes are counted on those links, but the copy does not
+// share their bandwidth with moves that cross them at the same time (on the presets
+// with NVLink no move crosses a GPU's PCIe link). Host buffers are not device memory;
+// every host's RAM must hold all the host buffers of its devices at once.
+
+#include <cstdint>
+#include <vector>
+
+#include "core/machine.h"
+#include "core/task_graph.h"
+#include "sim/event_queue.h"
+
+namespace tessel::sim {
+
+// The undisturbed duration of evict or load `t` on machine `m`; adds its bytes to
+// `link_bytes` (one entry per machine link).
+[[nodiscard]] SimTime host_copy_ps(const Machine& m, const Task& t, std::vector<std::int64_t>& link_bytes);
+
+// Throws Error naming the host when the host buffers of its devices exceed its
+// memory_capacity_bytes (0: unknown, not checked).
+void check_host_memory(const TaskGraph& tg, const Machine& m);
+
+}  // namespace tessel::sim

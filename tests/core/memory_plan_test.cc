@@ -1,0 +1,277 @@
+// plan_memory(): the cap holds in every execution order (property test over random
+// graphs and built-in workloads, random decompositions and caps, each replayed in many random concurrent orders and
+// simulated), the capped graph computes what the uncapped one does, and bad caps fail
+// with the task and the bytes.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+
+#include "core/error.h"
+#include "core/graph.h"
+#include "core/machine.h"
+#include "core/memory_plan.h"
+#include "core/partition.h"
+#include "core/workloads.h"
+#include "runtime/executor.h"
+#include "sim/simulator.h"
+#include "sim/task_graph_json.h"
+
+#include <nlohmann/json.hpp>
+
+namespace tessel {
+namespace {
+
+using Rng = std::mt19937_64;
+
+int uniform(Rng& rng, int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); }
+
+// The largest bytes one task needs on one device, each buffer rounded as the planner does.
+std::int64_t largest_working_set(const TaskGraph& tg) {
+  std::int64_t best = 0;
+  for (const Task& t : tg.tasks) {
+    std::vector<BufferId> bufs = t.reads;
+    if (t.writes.valid()) bufs.push_back(t.writes);
+    std::sort(bufs.begin(), bufs.end());
+    bufs.erase(std::unique(bufs.begin(), bufs.end()), bufs.end());
+    std::vector<std::int64_t> need(static_cast<std::size_t>(tg.num_devices), 0);
+    for (BufferId b : bufs)
+      need[tg.buffer(b).device.index()] +=
+          (tg.buffer(b).bytes() + kMemoryAlignment - 1) / kMemoryAlignment * kMemoryAlignment;
+    for (std::int64_t n : need) best = std::max(best, n);
+  }
+  return best;
+}
+
+// Runs the graph in a random concurrent order: at each step either a random ready task
+// starts or a random running one ends. A device buffer is live from the start of its
+// first writer to the end of its last reader (its last writer if none reads it), the
+// simulator's rule. Returns each device's peak.
+std::vector<std::int64_t> random_order_peak(const TaskGraph& tg, Rng& rng) {
+  const std::size_t n = tg.tasks.size();
+  std::vector<int> deps_left(n);
+  std::vector<std::vector<std::size_t>> succ(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    deps_left[i] = static_cast<int>(tg.tasks[i].deps.size());
+    for (TaskId d : tg.tasks[i].deps) succ[d.index()].push_back(i);
+  }
+  std::vector<int> readers(tg.buffers.size(), 0), writers(tg.buffers.size(), 0);
+  for (const Task& t : tg.tasks) {
+    for (BufferId b : t.reads) ++readers[b.index()];
+    if (t.writes.valid()) ++writers[t.writes.index()];
+  }
+  std::vector<char> live(tg.buffers.size(), 0);
+  std::vector<std::int64_t> bytes(static_cast<std::size_t>(tg.num_devices), 0), peak = bytes;
+  auto change = [&](BufferId b, bool on) {
+    const Buffer& buf = tg.buffer(b);
+    if (buf.host) return;
+    bytes[buf.device.index()] += on ? buf.bytes() : -buf.bytes();
+    peak[buf.device.index()] = std::max(peak[buf.device.index()], bytes[buf.device.index()]);
+  };
+  std::vector<std::size_t> ready, running;
+  for (std::size_t i = 0; i < n; ++i)
+    if (deps_left[i] == 0) ready.push_back(i);
+  while (!ready.empty() || !running.empty()) {
+    const bool start = !ready.empty() && (running.empty() || uniform(rng, 0, 2) > 0);
+    if (start) {
+      const std::size_t k = static_cast<std::size_t>(uniform(rng, 0, static_cast<int>(ready.size()) - 1));
+      const std::size_t i = ready[k];
+      ready.erase(ready.begin() + static_cast<std::ptrdiff_t>(k));
+      const Task& t = tg.tasks[i];
+      if (t.writes.valid() && !live[t.writes.index()]) {
+        live[t.writes.index()] = 1;
+        change(t.writes, true);
+      }
+      running.push_back(i);
+      continue;
+    }
+    const std::size_t k = static_cast<std::size_t>(uniform(rng, 0, static_cast<int>(running.size()) - 1));
+    const std::size_t i = running[k];
+    running.erase(running.begin() + static_cast<std::ptrdiff_t>(k));
+    const Task& t = tg.tasks[i];
+    for (BufferId b : t.reads)
+      if (--readers[b.index()] == 0 && live[b.index()] == 1) {
+        live[b.index()] = 2;
+        change(b, false);
+      }
+    if (t.writes.valid() && --writers[t.writes.index()] == 0 && readers[t.writes.index()] == 0 &&
+        live[t.writes.index()] == 1) {
+      live[t.writes.index()] = 2;
+      change(t.writes, false);
+    }
+    for (std::size_t s : succ[i])
+      if (--deps_left[s] == 0) ready.push_back(s);
+  }
+  return peak;
+}
+
+MemoryPlanOptions caps(const TaskGraph& tg, std::int64_t cap) {
+  MemoryPlanOptions o;
+  o.capacity_bytes.assign(static_cast<std::size_t>(tg.num_devices), cap);
+  return o;
+}
+
+void expect_same_outputs(const runtime::TensorMap& got, const runtime::TensorMap& want, const std::string& what) {
+  for (const auto& [name, t] : want) {
+    const Tensor& g = got.at(name);
+    ASSERT_EQ(g.data.size(), t.data.size()) << what;
+    for (std::size_t k = 0; k < t.data.size(); ++k) ASSERT_NEAR(g.data[k], t.data[k], 1e-9 + 1e-9 * std::fabs(t.data[k])) << what << " " << name << "[" << k << "]";
+  }
+}
+
+}  // namespace
+
+// A random graph of matrices and vectors: contractions, elementwise maps, broadcasts and
+// reductions over a pool of live nodes, several outputs.
+Graph random_graph(Rng& rng) {
+  GraphBuilder g(DType::f64);
+  const std::int64_t a = uniform(rng, 4, 12), b = uniform(rng, 4, 12);
+  std::vector<NodeId> ab = {g.input("x", {a, b}), g.input("y", {a, b})}, bb = {g.input("w", {b, b})}, vec = {g.input("v", {b})};
+  auto pick = [&](const std::vector<NodeId>& pool) { return pool[static_cast<std::size_t>(uniform(rng, 0, static_cast<int>(pool.size()) - 1))]; };
+  const int ops = uniform(rng, 4, 10);
+  for (int i = 0; i < ops; ++i) {
+    switch (uniform(rng, 0, 4)) {
+      case 0: ab.push_back(g.einsum("ij,jk->ik", {pick(ab), pick(bb)})); break;
+      case 1: ab.push_back(g.map("tanh(add(x0,x1))", {pick(ab), pick(ab)})); break;
+      case 2: ab.push_back(g.einsum("ij,j->ij", {pick(ab), pick(vec)}, "mul(x0,x1)")); break;
+      case 3: vec.push_back(g.reduce("ij->j", pick(ab), Agg::sum)); break;
+      default: bb.push_back(g.einsum("ij,ik->jk", {pick(ab), pick(ab)})); break;
+    }
+  }
+  g.output(ab.back(), "out_ab");
+  g.output(vec.back(), "out_v");
+  if (bb.size() > 1) g.output(bb.back(), "out_bb");
+  return g.build();
+}
+
+TEST(MemoryPlan, NeverExceedsTheCapInAnyOrder) {
+  Rng rng(20261124);
+  const char* workloads[] = {"chain:size=24,dtype=f64", "chain-sum:size=20,dtype=f64", "ffn:tokens=16,dim=8,hidden=24,dtype=f64",
+                             "llama-block:model=tiny,dtype=f64", "random"};
+  int planned_with_evicts = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    const std::string spec = workloads[uniform(rng, 0, 4)];
+    const Graph g = spec == "random" ? random_graph(rng) : build_workload(spec);
+    const int devices = 1 << uniform(rng, 0, 2);
+    std::vector<std::vector<int>> parts;
+    for (NodeId id : g.ids()) {
+      std::vector<int> p;
+      for (std::int64_t s : g.join_shape(id)) p.push_back(s >= 2 ? uniform(rng, 1, std::min<int>(3, static_cast<int>(s))) : 1);
+      parts.push_back(p);
+    }
+    const TaskGraph tg = lower(g, decomposition_from_parts(g, devices, parts));
+    const std::int64_t lo = largest_working_set(tg);
+    std::int64_t hi = 0;
+    for (std::int64_t p : order_peak_bytes(tg)) hi = std::max(hi, p);
+    const std::int64_t cap = lo + static_cast<std::int64_t>(std::uniform_real_distribution<double>(0, 1)(rng) * static_cast<double>(std::max<std::int64_t>(0, hi - lo)));
+    const std::string what = spec + " on " + std::to_string(devices) + " devices, cap " + std::to_string(cap) + " (trial " + std::to_string(trial) + ")";
+    const MemoryPlan plan = plan_memory(tg, caps(tg, cap));
+    planned_with_evicts += plan.stats.evicts + plan.stats.loads > 0;
+    for (std::int64_t p : plan.stats.planned_peak_bytes) EXPECT_LE(p, cap) << what;
+    for (int order = 0; order < 20; ++order)
+      for (std::int64_t p : random_order_peak(plan.graph, rng)) ASSERT_LE(p, cap) << what << ", random order " << order;
+    // The simulator (CPU workers, async) agrees, and its peak is that of its own timeline.
+    const sim::SimResult r = sim::simulate(plan.graph, machine_preset("cpu:" + std::to_string(devices)));
+    for (std::size_t d = 0; d < r.devices.size(); ++d) EXPECT_LE(r.devices[d].peak_memory_bytes, cap) << what;
+    const auto from_timeline = timeline_peak_bytes(plan.graph, r.timeline);
+    for (std::size_t d = 0; d < r.devices.size(); ++d) EXPECT_LE(from_timeline[d], r.devices[d].peak_memory_bytes) << what;
+    // Same outputs as the reference, run block by block in task order.
+    const runtime::TensorMap inputs = runtime::random_inputs(g, 7);
+    expect_same_outputs(runtime::BlockExecutor().run(g, plan.graph, inputs).outputs, runtime::evaluate_reference(g, inputs), what);
+  }
+  EXPECT_GE(planned_with_evicts, 30);  // the caps were tight enough to evict most of the time
+}
+
+TEST(MemoryPlan, DeterministicAndUncappedIsUnchanged) {
+  const Graph g = build_workload("llama-block:model=tiny");
+  const TaskGraph tg = lower(g, split_largest(g, 2));
+  std::int64_t peak = 0;
+  for (std::int64_t p : order_peak_bytes(tg)) peak = std::max(peak, p);
+  const MemoryPlan a = plan_memory(tg, caps(tg, peak / 2));
+  const MemoryPlan b = plan_memory(tg, caps(tg, peak / 2));
+  EXPECT_GT(a.stats.evicts + a.stats.drops + a.stats.host_inputs, 0);
+  ASSERT_EQ(a.graph.tasks.size(), b.graph.tasks.size());
+  for (std::size_t i = 0; i < a.graph.tasks.size(); ++i) {
+    EXPECT_EQ(a.graph.tasks[i].deps, b.graph.tasks[i].deps);
+    EXPECT_EQ(a.graph.tasks[i].reads, b.graph.tasks[i].reads);
+  }
+  // A cap of many times the peak plans no evicts and no loads.
+  const MemoryPlan roomy = plan_memory(tg, caps(tg, peak * 4));
+  EXPECT_EQ(roomy.stats.evicts + roomy.stats.loads + roomy.stats.drops + roomy.stats.host_inputs, 0);
+  EXPECT_EQ(roomy.graph.tasks.size(), tg.tasks.size());
+}
+
+// A planned graph survives task-graph JSON (evict and load tasks, host buffers, offsets)
+// and simulates to the same makespan, bit for bit, as does its fixed-order baseline,
+// which is never faster here.
+TEST(MemoryPlan, PlannedGraphRoundTripsThroughJsonAndFixedOrderIsNoFaster) {
+  const Graph g = build_workload("llama-block:model=tiny");
+  const TaskGraph tg = lower(g, split_largest(g, 2));
+  std::int64_t peak = 0;
+  for (std::int64_t p : order_peak_bytes(tg)) peak = std::max(peak, p);
+  const MemoryPlan plan = plan_memory(tg, caps(tg, std::max(largest_working_set(tg), peak / 2)));
+  const TaskGraph back = sim::task_graph_from_json(sim::to_json(plan.graph), "planned");
+  ASSERT_EQ(back.tasks.size(), plan.graph.tasks.size());
+  for (std::size_t b = 0; b < back.buffers.size(); ++b) {
+    EXPECT_EQ(back.buffers[b].host, plan.graph.buffers[b].host);
+    EXPECT_EQ(back.buffers[b].offset_bytes, plan.graph.buffers[b].offset_bytes);
+  }
+  const Machine m = machine_preset("h100-sxm-8");
+  const double a = sim::simulate(plan.graph, m).makespan_s;
+  EXPECT_EQ(sim::simulate(back, m).makespan_s, a);
+  EXPECT_GE(sim::simulate(fixed_order(plan.graph), m).makespan_s, a * 0.999);
+}
+
+TEST(MemoryPlan, CapBelowATasksWorkingSetNamesTaskAndBytes) {
+  const Graph g = build_workload("chain:size=64");
+  const TaskGraph tg = lower(g, split_largest(g, 1));
+  const std::int64_t need = largest_working_set(tg);
+  try {
+    (void)plan_memory(tg, caps(tg, need - 1));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("task "), std::string::npos) << msg;
+    EXPECT_NE(msg.find(std::to_string(need) + " bytes"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("no schedule fits"), std::string::npos) << msg;
+  }
+  EXPECT_NO_THROW((void)plan_memory(tg, caps(tg, need)));
+}
+
+TEST(MemoryPlan, HostWithoutRoomIsAnError) {
+  const Graph g = build_workload("chain:size=64");
+  const TaskGraph tg = lower(g, split_largest(g, 1));
+  MemoryPlanOptions o = caps(tg, largest_working_set(tg));
+  o.host_of = {0};
+  o.host_capacity_bytes = {100};
+  try {
+    (void)plan_memory(tg, o);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("host 0"), std::string::npos) << e.what();
+  }
+}
+
+TEST(MemoryPlan, RefusesAPlannedGraph) {
+  const Graph g = build_workload("chain:size=64");
+  const TaskGraph tg = lower(g, split_largest(g, 1));
+  const MemoryPlan p = plan_memory(tg, caps(tg, largest_working_set(tg)));
+  EXPECT_THROW((void)plan_memory(p.graph, caps(p.graph, largest_working_set(tg))), Error);
+}
+
+TEST(MemoryPlan, ParsesCaps) {
+  EXPECT_TRUE(parse_memory_cap("0.5").fraction);
+  EXPECT_DOUBLE_EQ(parse_memory_cap("50%").value, 0.5);
+  EXPECT_DOUBLE_EQ(parse_memory_cap("1").value, 1.0);
+  EXPECT_TRUE(parse_memory_cap("1").fraction);
+  EXPECT_FALSE(parse_memory_cap("4096").fraction);
+  EXPECT_DOUBLE_EQ(parse_memory_cap("64MB").value, 64e6);
+  EXPECT_DOUBLE_EQ(parse_memory_cap("1GiB").value, 1073741824.0);
+  EXPECT_EQ(parse_memory_cap("25%").bytes_for({1000, 400}), (std::vector<std::int64_t>{250, 100}));
+  EXPECT_EQ(parse_memory_cap("100").bytes_for({1000, 7}), (std::vector<std::int64_t>{100, 100}));
+  for (const char* bad : {"0", "-1", "150%", "0%", "abc", "12XB", "1.5", "2.5B"}) EXPECT_THROW((void)parse_memory_cap(bad), Error) << bad;
+}
+
+}  // namespace tessel

@@ -1,0 +1,51 @@
+// --memory-cap on simulate and run, end to end: the JSON reports the cap, the offload and
+// the slowdown; a cap below one task's needs and the bsp policy are refused with exit 1.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/cli.h"
+
+namespace {
+
+TEST(MemoryCapCli, SimulateReportsPeakOffloadAndSlowdown) {
+  auto r = tessel::testing::run_tessel("simulate -w llama-block:model=tiny -d 2 -m cpu:2 --memory-cap 50% --json");
+  ASSERT_EQ(r.status, 0) << r.output();
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& mc = j["memory_cap"];
+  for (const char* key : {"memory_cap_bytes", "uncapped_peak_bytes", "bytes_evicted", "bytes_loaded", "uncapped_makespan_s",
+                          "uncapped_peak_memory_bytes", "slowdown"})
+    EXPECT_TRUE(mc.contains(key)) << key;
+  for (std::size_t d = 0; d < j["devices"].size(); ++d)
+    EXPECT_LE(j["devices"][d]["peak_memory_bytes"].get<std::int64_t>(), mc["memory_cap_bytes"][d].get<std::int64_t>());
+  EXPECT_GT(mc["bytes_loaded"].get<std::int64_t>(), 0);
+  EXPECT_GE(mc["slowdown"].get<double>(), 1.0);  // the same work plus copies, under fewer bytes
+}
+
+TEST(MemoryCapCli, RunComputesTheReferenceUnderTheCap) {
+  auto r = tessel::testing::run_tessel("run -w llama-block:model=tiny -d 2 --memory-cap 0.5 --json");
+  ASSERT_EQ(r.status, 0) << r.output();
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["pass"].get<bool>());
+  const auto& mc = j["memory_cap"];
+  std::int64_t cap = 0;
+  for (const auto& c : mc["memory_cap_bytes"]) cap = std::max(cap, c.get<std::int64_t>());
+  EXPECT_LE(mc["measured_peak_memory_bytes"].get<std::int64_t>(), cap);
+}
+
+TEST(MemoryCapCli, ImpossibleCapsAndBspAreRefused) {
+  auto tiny = tessel::testing::run_tessel("simulate -w chain:size=256 -d 1 -m cpu:1 --memory-cap 1000");
+  EXPECT_EQ(tiny.status, 1) << tiny.output();
+  EXPECT_NE(tiny.output().find("no schedule fits"), std::string::npos) << tiny.output();
+  EXPECT_NE(tiny.output().find("task "), std::string::npos) << tiny.output();
+  auto bsp = tessel::testing::run_tessel("simulate -w chain:size=256 -d 2 -m cpu:2 --policy bsp --memory-cap 50%");
+  EXPECT_EQ(bsp.status, 1) << bsp.output();
+  EXPECT_NE(bsp.output().find("--policy async"), std::string::npos) << bsp.output();
+  auto bad = tessel::testing::run_tessel("run -w chain:size=64 --memory-cap 150%");
+  EXPECT_EQ(bad.status, 2) << bad.output();  // a malformed value on the command line
+  EXPECT_NE(bad.output().find("--memory-cap"), std::string::npos) << bad.output();
+}
+
+}  // namespace
