@@ -12,6 +12,7 @@
 #include "core/task_graph.h"
 #include "core/timeline.h"
 #include "experiments/cli.h"
+#include "sim/collective_engine.h"
 #include "sim/collectives.h"
 #include "sim/network.h"
 #include "sim/simulator.h"
@@ -68,6 +69,7 @@ struct Opts {
   std::string trace_devices;
   std::string machine_out;
   bool json_out = false;
+  bool expand_collectives = false;
 };
 
 void print_report(const sim::SimResult& r, const TaskGraph& tg, const Machine& m) {
@@ -150,6 +152,9 @@ void run_simulate(const Opts& o) {
   sim::Collective coll = sim::Collective::allreduce;
   std::int64_t coll_bytes = 0;
   sim::CollectivePlan plan;
+  bool expanded = false;
+  std::string why_expanded;
+  if (!collective && o.expand_collectives) fail("--expand-collectives applies to --collective only");
   if (!collective && o.algorithm != "auto") fail("--algorithm applies to --collective only");
   if (collective) {
     coll = sim::parse_collective(o.collective, "--collective");
@@ -168,7 +173,16 @@ void run_simulate(const Opts& o) {
     so.channels_per_link = true;  // one connection per peer link, as NCCL keeps them
     plan = sim::plan_collective(coll, o.dec.devices, coll_bytes, parse_dtype(o.dtype, "--dtype"), m, forced);
     plan.spec.window = plan.spec.ranks_per_node > 0 ? 0 : so.comm_channels;
-    tg = sim::collective_task_graph(plan.spec);
+    // One collective node, whose steps the simulator generates as it runs; the expanded
+    // form when asked, or for a trace (which names every task).
+    expanded = o.expand_collectives || !o.trace.empty();
+    tg = expanded ? sim::collective_task_graph(plan.spec) : sim::collective_node_graph(plan.spec);
+    if (!expanded) {
+      why_expanded = sim::generated_form_unsupported(plan.spec, m, so);
+      expanded = !why_expanded.empty();
+    } else {
+      why_expanded = o.expand_collectives ? "--expand-collectives" : "--trace names every task";
+    }
     what = std::string(sim::to_string(coll)) + " (" + std::string(sim::to_string(plan.spec.algorithm)) + ") of " +
            human_bytes(static_cast<double>(coll_bytes)) + " over " + std::to_string(o.dec.devices) + " ranks";
   } else if (!o.task_graph_file.empty()) {
@@ -222,6 +236,7 @@ void run_simulate(const Opts& o) {
     j["algorithm"] = std::string(sim::to_string(plan.spec.algorithm));
     j["slices"] = plan.spec.slices;
     j["comm_channels"] = so.comm_channels;
+    j["collective_form"] = expanded ? "expanded" : "generated";
     json est = json::array();
     for (const auto& e : plan.estimates)
       est.push_back({{"algorithm", std::string(sim::to_string(e.algorithm))},
@@ -249,6 +264,8 @@ void run_simulate(const Opts& o) {
     for (const auto& e : plan.estimates)
       std::printf(" %s %s", std::string(sim::to_string(e.algorithm)).c_str(), human_seconds(e.time_s).c_str());
     std::printf("\n");
+    std::printf("  form          %s\n", expanded ? ("expanded (" + why_expanded + ")").c_str()
+                                                : "generated (one collective node, steps made as they run)");
     if (auto pub = sim::published_busbw(coll, o.dec.devices, m))
       std::printf("  published     busbw %.0f-%.0f GB/s on %s (%s)\n", pub->low_GBps, pub->high_GBps,
                   std::string(pub->system).c_str(), std::string(pub->source).c_str());
@@ -284,6 +301,9 @@ void add_sim_commands(CLI::App& app) {
                   "collective algorithm: auto (NCCL's tuner: latency + bytes/bandwidth), ring, tree (allreduce), "
                   "hierarchical (allreduce on 2+ nodes), pairwise (alltoall)")
       ->capture_default_str();
+  cmd->add_flag("--expand-collectives", o->expand_collectives,
+                "simulate the collective as its n^2 moves and touches instead of one node whose steps are generated "
+                "as they run (the default; same tasks, memory grows with n)");
   cmd->add_option("--trace", o->trace, "write the simulated timeline as Chrome-trace JSON (Perfetto)");
   cmd->add_option("--trace-devices", o->trace_devices,
                   "with --trace: write only these devices' spans, e.g. 0-7,64 (numbers and inclusive ranges)");

@@ -427,6 +427,8 @@ class Run {
       case TaskKind::input:   // placed before the run
       case TaskKind::output:  // copied out after the run
         break;
+      case TaskKind::collective:
+        fail("cpu executor: a collective node; executors run the expanded form (moves and touches) only");
       case TaskKind::compute: {
         const Node& n = g_.node(t.node);
         std::vector<T>& out = writable(t.writes);

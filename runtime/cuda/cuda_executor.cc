@@ -990,6 +990,7 @@ class CudaRun {
           case TaskKind::compute: launch_compute(t, stream); break;
           case TaskKind::touch: launch_touch(t, stream); break;
           case TaskKind::move: last = launch_move(t, stream); break;
+          case TaskKind::collective: fail("a collective node; executors run the expanded form (moves and touches) only");
         }
       } catch (const Error& e) {
         fail("cuda executor: task ", i, " (", to_string(t.kind), " of node '", g_.node(t.node).name, "', block ",
