@@ -98,12 +98,16 @@ void print_report(const sim::SimResult& r, const TaskGraph& tg, const Machine& m
   std::size_t peak_dev = 0;
   for (std::size_t d = 0; d < r.devices.size(); ++d)
     if (r.devices[d].peak_memory_bytes > r.devices[peak_dev].peak_memory_bytes) peak_dev = d;
-  if (!r.devices.empty())
+  if (tg.has_collectives()) {
+    std::printf("  peak memory   not tracked by the generated collective (--expand-collectives tracks it)\n");
+  } else if (!r.devices.empty()) {
     std::printf("  peak memory   %s on device %zu at %s\n", human_bytes(static_cast<double>(r.peak_memory_bytes)).c_str(),
                 peak_dev, human_seconds(r.devices[peak_dev].peak_memory_time_s).c_str());
+  }
   int kinds[kNumTaskKinds] = {};
   for (TaskId t : r.critical_path) ++kinds[static_cast<int>(tg.task(t).kind)];
-  std::printf("  critical path %zu tasks (compute %d, move %d, touch %d)\n", r.critical_path.size(),
+  if (!tg.has_collectives())
+    std::printf("  critical path %zu tasks (compute %d, move %d, touch %d)\n", r.critical_path.size(),
               kinds[static_cast<int>(TaskKind::compute)], kinds[static_cast<int>(TaskKind::move)],
               kinds[static_cast<int>(TaskKind::touch)]);
   std::printf("  simulator     %lld events in %.3f s (%.3g events/s)\n", static_cast<long long>(r.events), r.sim_wall_s,
@@ -175,14 +179,14 @@ void run_simulate(const Opts& o) {
     plan.spec.window = plan.spec.ranks_per_node > 0 ? 0 : so.comm_channels;
     // One collective node, whose steps the simulator generates as it runs; the expanded
     // form when asked, or for a trace (which names every task).
-    expanded = o.expand_collectives || !o.trace.empty();
-    tg = expanded ? sim::collective_task_graph(plan.spec) : sim::collective_node_graph(plan.spec);
-    if (!expanded) {
-      why_expanded = sim::generated_form_unsupported(plan.spec, m, so);
-      expanded = !why_expanded.empty();
-    } else {
+    // The report names tasks of the graph simulated, so an expanded run gets the expanded graph.
+    if (o.expand_collectives || !o.trace.empty()) {
       why_expanded = o.expand_collectives ? "--expand-collectives" : "--trace names every task";
+    } else {
+      why_expanded = sim::generated_form_unsupported(plan.spec, m, so);
     }
+    expanded = !why_expanded.empty();
+    tg = expanded ? sim::collective_task_graph(plan.spec) : sim::collective_node_graph(plan.spec);
     what = std::string(sim::to_string(coll)) + " (" + std::string(sim::to_string(plan.spec.algorithm)) + ") of " +
            human_bytes(static_cast<double>(coll_bytes)) + " over " + std::to_string(o.dec.devices) + " ranks";
   } else if (!o.task_graph_file.empty()) {

@@ -267,7 +267,9 @@ class Engine {
   struct Ready {
     std::uint64_t key;
     Code code;
-    std::int32_t stream;  // the stream that fed it (its successor is fed when it starts), -1 none
+    std::int64_t elements;  // the task's, so that starting it needs no second look at the program
+    std::int32_t dst;       // a move's receiver
+    std::int32_t stream;    // the stream that fed it (its successor is fed when it starts), -1 none
     friend bool operator>(const Ready& a, const Ready& b) { return a.key > b.key || (a.key == b.key && a.code > b.code); }
   };
   using Heap = std::vector<Ready>;
@@ -289,6 +291,15 @@ class Engine {
   };
   struct Event {
     Code code;
+    std::int32_t touch_dev;  // a touch's device, -1 for a move's arrival
+  };
+  // Per device, the route of its last transfer (a ring rank always sends to one peer).
+  struct LastRoute {
+    std::int32_t dst = -1;
+    std::int32_t first = -1;  // first link, -1 for an empty route
+    SimTime latency = 0;
+    double bytes_per_s = 0;
+    std::vector<LinkId> links;
   };
 
   void setup() {
@@ -336,6 +347,8 @@ class Engine {
     slot_pool_.assign(slots, 0);
     network_ = make_network_model(o_.network, NetworkContext{m_, routes_, static_cast<std::int32_t>(slots), true});
     for (auto& d : devs_) d.stream_next.assign(static_cast<std::size_t>(p_.streams()), 0);
+    last_route_.resize(static_cast<std::size_t>(n_));
+    waiting_.reserve(static_cast<std::size_t>(n_) * 4);
     eb_ = dtype_bytes(spec_.dtype);
   }
 
@@ -377,13 +390,12 @@ class Engine {
         fail("simulate: the simulated collective passes ", kMaxSimSeconds, " s, the simulator's clock limit");
       while (queue_.next_time() == t) {
         const Event e = queue_.pop();
-        const Gen g = p_.task(e.code);
-        if (g.kind == Kind::touch) {
-          Device& d = devs_[static_cast<std::size_t>(g.dev)];
+        if (e.touch_dev >= 0) {
+          Device& d = devs_[static_cast<std::size_t>(e.touch_dev)];
           d.copy_busy = false;
           d.copy_total += t - d.copy_since;
-          any_update(g.dev, t);
-          mark(g.dev);  // its copy lane is free for the next touch
+          any_update(e.touch_dev, t);
+          mark(e.touch_dev);  // its copy lane is free for the next touch
         }
         complete(e.code, t);
       }
@@ -421,18 +433,34 @@ class Engine {
     } else {
       h = &pool_of(g.dev, g.dst).heap;
     }
-    h->push_back(Ready{g.key, c, stream});
+    h->push_back(Ready{g.key, c, g.elements, g.dst, stream});
     std::push_heap(h->begin(), h->end(), std::greater<>());
     mark(g.dev);
   }
 
+  const LastRoute& route_of(std::int32_t dev, std::int32_t dst) {
+    LastRoute& lr = last_route_[static_cast<std::size_t>(dev)];
+    if (lr.dst == dst) return lr;
+    m_.route(DeviceId(dev), DeviceId(dst), scratch_);
+    // As RouteTable::add builds an entry: duplicate links dropped.
+    lr.dst = dst;
+    lr.links.clear();
+    lr.latency = 0;
+    lr.bytes_per_s = std::numeric_limits<double>::infinity();
+    for (LinkId l : scratch_) {
+      if (std::find(lr.links.begin(), lr.links.end(), l) != lr.links.end()) continue;
+      lr.links.push_back(l);
+      const Link& link = m_.link(l);
+      lr.latency = add_sim_time(lr.latency, to_sim_time(link.latency_s));
+      lr.bytes_per_s = std::min(lr.bytes_per_s, link.bytes_per_s);
+    }
+    lr.first = lr.links.empty() ? -1 : lr.links[0].value;
+    return lr;
+  }
+
   Pool& pool_of(std::int32_t dev, std::int32_t dst) {
     Device& d = devs_[static_cast<std::size_t>(dev)];
-    std::int32_t first = -1;
-    if (o_.channels_per_link) {
-      m_.route(DeviceId(dev), DeviceId(dst), scratch_);
-      first = scratch_.empty() ? -1 : scratch_[0].value;
-    }
+    const std::int32_t first = o_.channels_per_link ? route_of(dev, dst).first : -1;
     for (Pool& p : d.pools)
       if (p.link == first) return p;
     if (static_cast<int>(d.pools.size()) >= pools_max_)
@@ -467,12 +495,11 @@ class Engine {
       const Ready r = d.copy.back();
       d.copy.pop_back();
       if (r.stream >= 0) feed(dev, r.stream);
-      const Gen g = p_.task(r.code);
       d.copy_busy = true;
       d.copy_since = t;
       any_update(dev, t);
       ++d.tasks;
-      queue_.push(t + touch_ps(dev, g.elements), Event{r.code});
+      queue_.push(t + touch_ps(dev, r.elements), Event{r.code, dev});
     }
     for (std::size_t pi = 0; pi < d.pools.size(); ++pi) {
       while (d.pools[pi].in_flight < o_.comm_channels && !d.pools[pi].heap.empty()) {
@@ -481,37 +508,30 @@ class Engine {
         const Ready r = p.heap.back();
         p.heap.pop_back();
         ++p.in_flight;
-        start_move(dev, static_cast<std::int32_t>(pi), r.code, t);
+        start_move(dev, static_cast<std::int32_t>(pi), r, t);
         if (r.stream >= 0) feed(dev, r.stream);  // may add a pool: d.pools may reallocate
       }
     }
   }
 
-  void start_move(std::int32_t dev, std::int32_t pool, Code c, SimTime t) {
-    const Gen g = p_.task(c);
+  void start_move(std::int32_t dev, std::int32_t pool, const Ready& r, SimTime t) {
+    const Code c = r.code;
     Device& d = devs_[static_cast<std::size_t>(dev)];
     std::size_t slot = static_cast<std::size_t>(dev) * chan_stride_;
     while (slot_busy_[slot]) ++slot;
     slot_busy_[slot] = 1;
     slot_code_[slot] = c;
     slot_pool_[slot] = pool;
-    // The slot's route entry, as RouteTable::add builds one.
-    m_.route(DeviceId(g.dev), DeviceId(g.dst), scratch_);
+    // The slot's route entry.
+    const LastRoute& lr = route_of(dev, r.dst);
     RouteTable::Entry& e = routes_.entries[slot];
-    e.latency = 0;
-    e.bytes_per_s = std::numeric_limits<double>::infinity();
-    e.length = 0;
-    for (LinkId l : scratch_) {
-      LinkId* begin = routes_.links.data() + e.offset;
-      if (std::find(begin, begin + e.length, l) != begin + e.length) continue;
-      if (e.length >= stride_links_)
-        throw std::logic_error("simulator: a route of the generated collective is longer than the longest counted");
-      begin[e.length++] = l;
-      const Link& link = m_.link(l);
-      e.latency = add_sim_time(e.latency, to_sim_time(link.latency_s));
-      e.bytes_per_s = std::min(e.bytes_per_s, link.bytes_per_s);
-    }
-    const std::int64_t bytes = g.elements * eb_;
+    if (static_cast<std::int32_t>(lr.links.size()) > stride_links_)
+      throw std::logic_error("simulator: a route of the generated collective is longer than the longest counted");
+    e.latency = lr.latency;
+    e.bytes_per_s = lr.bytes_per_s;
+    e.length = static_cast<std::int32_t>(lr.links.size());
+    std::copy(lr.links.begin(), lr.links.end(), routes_.links.begin() + e.offset);
+    const std::int64_t bytes = r.elements * eb_;
     for (LinkId l : routes_.route(static_cast<std::int32_t>(slot)))
       link_bytes_[l.index()] = checked_add(link_bytes_[l.index()], bytes, "simulate: bytes over one link");
     bytes_moved_ = checked_add(bytes_moved_, bytes, "simulate: bytes moved");
@@ -538,7 +558,7 @@ class Engine {
     mark(dev);
     if (latency > 0) {
       ++events_;
-      queue_.push(t + latency, Event{c});
+      queue_.push(t + latency, Event{c, -1});
     } else {
       complete(c, t);
     }
@@ -622,6 +642,7 @@ class Engine {
   std::vector<char> dirty_flag_;
   std::vector<Code> succ_;
   std::vector<LinkId> scratch_;
+  std::vector<LastRoute> last_route_;
   // Tasks with several dependencies, some finished: how many are left (lookups only; no
   // order is taken from the map).
   std::unordered_map<Code, int> waiting_;

@@ -42,7 +42,8 @@ namespace tessel::sim {
 
 // Simulates a task graph whose one task is a collective node: generated where
 // generated_form_unsupported() is empty, else its expanded form. Error when the graph
-// holds other tasks beside it or more than one collective.
+// holds other tasks beside it or more than one collective. An expanded run's result (its
+// critical path, timeline) names the tasks of collective_task_graph(spec), not of `tg`.
 [[nodiscard]] SimResult simulate_collective_node(const TaskGraph& tg, const Machine& m, const SimOptions& o);
 
 }  // namespace tessel::sim
