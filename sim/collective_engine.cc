@@ -47,6 +47,11 @@ class Program {
   // Streams per rank, and the task at position `idx` of stream `s` of rank `r` (false past its end).
   [[nodiscard]] virtual int streams() const { return 0; }
   [[nodiscard]] virtual bool stream_task(int /*r*/, int /*s*/, std::int64_t /*idx*/, Code& /*c*/) const { return false; }
+  // For a task with two dependencies one of which is a stream's task: that rank, stream
+  // and position. Stream tasks on a copy lane finish in stream order, so "done" is a
+  // position below the stream's count of finished tasks, and nothing is stored for a
+  // task whose stream dependency finishes first (the B touches run far ahead).
+  [[nodiscard]] virtual bool stream_dep(Code /*c*/, int& /*r*/, int& /*s*/, std::int64_t& /*pos*/) const { return false; }
 };
 
 // Ring reduce-scatter, all-gather or all-reduce over ranks 0..m−1 in `slices` pieces, as
@@ -130,6 +135,31 @@ class Ring final : public Program {
     const int first = windowed() ? std::min(p_, kPiecesInFlight) : p_;
     for (int j = 0; j < first; ++j)
       for (int i = 0; i < m_; ++i) out.push_back(make(j, 0, i, 0));
+  }
+
+  bool stream_dep(Code code, int& r, int& st, std::int64_t& pos) const override {
+    if (code % 3 != 0 || touch_steps_ == 0) return false;
+    Code rest = code / 3;
+    const int i = static_cast<int>(rest % static_cast<Code>(m_));
+    rest /= static_cast<Code>(m_);
+    const int s = static_cast<int>(rest % static_cast<Code>(steps_));
+    const int j = static_cast<int>(rest / static_cast<Code>(steps_));
+    if (s == 0 || s - 1 >= touch_steps_) return false;
+    r = i;  // B(j, s − 1, i)
+    st = 0;
+    pos = 0;
+    const int most = windowed() ? (p_ - 1) / kPiecesInFlight : 0;
+    for (int chained = most; chained >= 0; --chained) {
+      const int lo = windowed() ? std::max(0, p_ - kPiecesInFlight * (chained + 1)) : 0;
+      const int hi = windowed() ? p_ - 1 - kPiecesInFlight * chained : p_ - 1;
+      if (j > hi) {
+        pos += static_cast<std::int64_t>(touch_steps_) * (hi - lo + 1);
+        continue;
+      }
+      pos += static_cast<std::int64_t>(s - 1) * (hi - lo + 1) + (j - lo);
+      return true;
+    }
+    return false;
   }
 
   // One stream per rank: its B touches, step by step, piece by piece.
@@ -288,10 +318,12 @@ class Engine {
     SimTime comm_total = 0, copy_total = 0, any_total = 0;
     std::int64_t tasks = 0;
     std::vector<std::int64_t> stream_next;  // per stream: the index of its next task
+    std::vector<std::int64_t> stream_done;  // per stream: its tasks finished (in order)
   };
   struct Event {
     Code code;
     std::int32_t touch_dev;  // a touch's device, -1 for a move's arrival
+    std::int32_t stream;     // a touch fed by a stream: which, -1 none
   };
   // Per device, the route of its last transfer (a ring rank always sends to one peer).
   struct LastRoute {
@@ -346,7 +378,10 @@ class Engine {
     slot_busy_.assign(slots, 0);
     slot_pool_.assign(slots, 0);
     network_ = make_network_model(o_.network, NetworkContext{m_, routes_, static_cast<std::int32_t>(slots), true});
-    for (auto& d : devs_) d.stream_next.assign(static_cast<std::size_t>(p_.streams()), 0);
+    for (auto& d : devs_) {
+      d.stream_next.assign(static_cast<std::size_t>(p_.streams()), 0);
+      d.stream_done.assign(static_cast<std::size_t>(p_.streams()), 0);
+    }
     last_route_.resize(static_cast<std::size_t>(n_));
     waiting_.reserve(static_cast<std::size_t>(n_) * 4);
     eb_ = dtype_bytes(spec_.dtype);
@@ -397,7 +432,9 @@ class Engine {
           any_update(e.touch_dev, t);
           mark(e.touch_dev);  // its copy lane is free for the next touch
         }
-        complete(e.code, t);
+        if (e.stream >= 0)
+          ++devs_[static_cast<std::size_t>(e.touch_dev)].stream_done[static_cast<std::size_t>(e.stream)];
+        complete(e.code, t, e.stream >= 0);
       }
       if (network_->next_time() == t) {
         finished_.clear();
@@ -499,7 +536,7 @@ class Engine {
       d.copy_since = t;
       any_update(dev, t);
       ++d.tasks;
-      queue_.push(t + touch_ps(dev, r.elements), Event{r.code, dev});
+      queue_.push(t + touch_ps(dev, r.elements), Event{r.code, dev, r.stream});
     }
     for (std::size_t pi = 0; pi < d.pools.size(); ++pi) {
       while (d.pools[pi].in_flight < o_.comm_channels && !d.pools[pi].heap.empty()) {
@@ -558,7 +595,7 @@ class Engine {
     mark(dev);
     if (latency > 0) {
       ++events_;
-      queue_.push(t + latency, Event{c, -1});
+      queue_.push(t + latency, Event{c, -1, -1});
     } else {
       complete(c, t);
     }
@@ -577,7 +614,8 @@ class Engine {
     }
   }
 
-  void complete(Code c, SimTime t) {
+  // `from_stream`: c is a stream's task (the stream dependency of its successors).
+  void complete(Code c, SimTime t, bool from_stream = false) {
     ++completed_;
     ++events_;
     makespan_ = std::max(makespan_, t);
@@ -585,7 +623,18 @@ class Engine {
     p_.successors(c, succ_);
     for (Code s : succ_) {
       const int deps = p_.deps(s);
-      if (deps > 1) {
+      int sr = 0, ss = 0;
+      std::int64_t pos = 0;
+      if (deps == 2 && p_.stream_dep(s, sr, ss, pos)) {
+        if (from_stream) {  // the other dependency recorded itself if it finished first
+          auto it = waiting_.find(s);
+          if (it == waiting_.end()) continue;
+          waiting_.erase(it);
+        } else if (pos >= devs_[static_cast<std::size_t>(sr)].stream_done[static_cast<std::size_t>(ss)]) {
+          waiting_.emplace(s, 1);
+          continue;
+        }
+      } else if (deps > 1) {
         auto it = waiting_.try_emplace(s, deps).first;
         if (--it->second > 0) continue;
         waiting_.erase(it);
