@@ -548,12 +548,14 @@ CollectivePlan plan_collective(Collective c, int n, std::int64_t bytes, DType dt
     // Pairwise: the busiest link's bytes decide; the latency of the n − 1 steps.
     std::vector<double> load(m.links.size(), 0);
     double alpha = 0;
+    std::vector<LinkId> route;  // reused: n² routes without an allocation each
     for (int i = 0; i < n; ++i)
       for (int j = 0; j < n; ++j) {
         if (i == j) continue;
         const double part = S / nn;
         double lat = 0;
-        for (LinkId l : m.route(DeviceId(i), DeviceId(j))) {
+        m.route(DeviceId(i), DeviceId(j), route);
+        for (LinkId l : route) {
           load[l.index()] += part;
           lat += m.link(l).latency_s;
         }
