@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/graph.h"
+#include "core/machine.h"
 #include "core/partition.h"
 #include "core/task_graph.h"
 #include "core/tensor.h"
@@ -44,17 +45,26 @@ struct GraphOptions {
   [[nodiscard]] std::string describe() const;
 };
 
-// -d N, -s STRATEGY | --parts SPEC | --decomposition FILE
+// -d N, -s STRATEGY | --parts SPEC | --decomposition FILE, --weights resident|fetched
 struct DecompositionOptions {
   int devices = 4;
   std::string strategy;
   std::string parts;
   std::string decomposition_file;
+  std::string weights = "resident";  // for -s (planner::Weights)
   void add(CLI::App& app, bool with_devices = true);
   // Without -s, --parts or --decomposition: every node split into `devices` blocks
-  // along its largest indices (split_largest).
-  [[nodiscard]] Decomposition load(const Graph& g) const;
+  // along its largest indices (split_largest). `machine`, when known, is the strategy's
+  // (dp-tp's nodes, the resident weights' memory check).
+  [[nodiscard]] Decomposition load(const Graph& g, const Machine* machine = nullptr) const;
+  // What --weights applied to: "resident" or "fetched" under -s, "as given" otherwise.
+  [[nodiscard]] std::string weights_used() const;
 };
+
+// --weights: the help text every command shows.
+inline constexpr const char* kWeightsHelp =
+    "with -s: resident (each weight block, and each fill, present at time zero on every device that reads it: "
+    "replicated or sharded at rest, no move) or fetched (one copy each, moved to its readers every step)";
 
 // --parts: "4" splits every node into 4 blocks (largest index first);
 // "XY=2x2x1,XYZ=4x1x1" gives node XY parts 2x2x1 ...; both may be combined.
@@ -71,8 +81,11 @@ struct DecompositionOptions {
 // "72 (input 12, compute 8, touch 32, move 16, output 4)"
 [[nodiscard]] std::string task_counts(const TaskGraph& tg);
 
-// The decomposition a named planner strategy gives `g` on `devices` devices.
-[[nodiscard]] Decomposition decompose(const Graph& g, const std::string& strategy, int devices);
+// The decomposition a named planner strategy gives `g` on `devices` devices, with
+// weights "resident" or "fetched" (planner::Weights), on `machine` when given. Warns on
+// stderr when a device gets no compute.
+[[nodiscard]] Decomposition decompose(const Graph& g, const std::string& strategy, int devices,
+                                      const std::string& weights = "resident", const Machine* machine = nullptr);
 
 // Checks every output against the reference, normwise (max |error| / max(1, max
 // |reference|) <= runtime::output_tolerance(dtype, backend): 1e-4 for f32, 1e-9 for f64,
@@ -81,6 +94,11 @@ struct DecompositionOptions {
 [[nodiscard]] nlohmann::json check_outputs(const Graph& g, const std::map<std::string, Tensor>& got,
                                            const std::map<std::string, Tensor>& want, bool* ok,
                                            std::string_view backend = "cpu");
+
+// Warns on stderr when a plan leaves devices without compute (planner::Plan::idle_devices).
+void warn_idle(const std::vector<int>& idle, int devices, const std::string& strategy);
+// "0, 2-5, 7"
+[[nodiscard]] std::string device_ranges(const std::vector<int>& devices);
 
 // Warns on stderr when more CPU workers than cores are asked for.
 void warn_oversubscribed(int devices);

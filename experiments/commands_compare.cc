@@ -121,6 +121,7 @@ void add_compare(CLI::App& app) {
     CudaCliOptions cuda;
     std::string machine;
     std::string network = "flow";
+    std::string weights = "resident";
     int repeat = 5;
     int warmup = 1;
     double calibration_seconds = 0.05;
@@ -148,6 +149,7 @@ void add_compare(CLI::App& app) {
                   "machine JSON from `tessel calibrate` (default: calibrate here, one calibration round before each "
                   "timed round, so that both see the machine at the same moments)");
   cmd->add_option("--network", o->network, "simulator network model: flow or alpha-beta")->capture_default_str();
+  cmd->add_option("--weights", o->weights, kWeightsHelp)->capture_default_str()->check(CLI::IsMember({"resident", "fetched"}));
   cmd->add_option("--repeat", o->repeat, "measured runs per row, 1 to 10000; the median is reported")
       ->capture_default_str()
       ->check(CLI::Range(1, kMaxRepeat));
@@ -201,6 +203,7 @@ void add_compare(CLI::App& app) {
       co.machine_name = o->machine;
     }
     co.network = o->network;
+    co.weights = o->weights;
     co.repeat = o->repeat;
     co.warmup = o->warmup;
     co.calibration_seconds = o->calibration_seconds;

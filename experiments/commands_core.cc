@@ -315,6 +315,7 @@ void add_run(CLI::App& app) {
     if (o->json_out) {
       json j = summary_json(tg);
       j["graph"] = o->graph.describe();
+      j["weights"] = o->dec.weights_used();
       j["backend"] = exec->name();
       j["policy"] = o->policy;
       j["lower_seconds"] = lower_s;

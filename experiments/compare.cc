@@ -116,7 +116,8 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
   if (!cuda) cli::warn_oversubscribed(devices);
   // Validate everything a user gave before the long work starts.
   std::vector<Decomposition> decompositions;
-  for (const auto& s : o.strategies) decompositions.push_back(cli::decompose(g, s, devices));
+  for (const auto& s : o.strategies)
+    decompositions.push_back(cli::decompose(g, s, devices, o.weights, o.machine ? &*o.machine : nullptr));
   const bool calibrated_now = !o.machine;
   if (o.machine && o.machine->num_devices() != devices)
     fail("machine '", o.machine_name, "' describes ", o.machine->num_devices(), " devices but ", devices,
@@ -127,6 +128,7 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
   res.graph = graph_name;
   res.devices = devices;
   res.machine = calibrated_now ? std::string("calibrated now") : o.machine_name;
+  res.weights = o.weights;
   res.network = o.network;
   res.repeat = o.repeat;
   res.warmup = o.warmup;
@@ -416,6 +418,7 @@ json compare_to_json(const CompareResult& res) {
           {"devices", res.devices},
           {"backend", "cpu"},
           {"machine", res.machine},
+          {"weights", res.weights},
           {"calibration", res.calibration},
           {"network", res.network},
           {"repeat", res.repeat},

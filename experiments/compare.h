@@ -34,6 +34,7 @@ struct CompareOptions {
   std::optional<Machine> machine;  // none: calibrate here, one round before each timed round
   std::string machine_name;        // for reports: the file it came from
   std::string network = "flow";
+  std::string weights = "resident";  // planner::Weights: resident or fetched
   int repeat = 5;
   int warmup = 1;
   double calibration_seconds = 0.05;
@@ -83,6 +84,7 @@ struct CompareResult {
   std::string graph;
   int devices = 0;
   std::string machine;  // "calibrated now" or the given name
+  std::string weights;  // resident or fetched
   nlohmann::json calibration;  // null unless calibrated here
   std::string network;
   int repeat = 0, warmup = 0;
