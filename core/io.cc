@@ -365,7 +365,7 @@ json summary_json(const TaskGraph& tg) {
   for (int k = 0; k < kNumTaskKinds; ++k) {
     const auto kind = static_cast<TaskKind>(k);
     // evict and load only in memory-planned graphs
-    if ((kind == TaskKind::evict || kind == TaskKind::load) && s.count[k] == 0) continue;
+    if ((kind == TaskKind::evict || kind == TaskKind::load || kind == TaskKind::collective) && s.count[k] == 0) continue;
     counts[std::string(to_string(kind))] = s.count[k];
   }
   json j = {{"devices", tg.num_devices}, {"tasks", s.tasks},        {"by_kind", counts},

@@ -19,6 +19,7 @@ std::string_view to_string(TaskKind k) {
     case TaskKind::output: return "output";
     case TaskKind::evict: return "evict";
     case TaskKind::load: return "load";
+    case TaskKind::collective: return "collective";
   }
   return "?";
 }
@@ -45,6 +46,14 @@ void TaskGraph::validate() const {
       if (!d.valid() || d.index() >= i) fail("task graph: task ", i, " depends on task ", d.value, ", which does not precede it");
     for (BufferId b : t.reads)
       if (!b.valid() || b.index() >= buffers.size()) fail("task graph: task ", i, " reads unknown buffer ", b.value);
+    if (t.kind == TaskKind::collective) {
+      if (t.block < 0 || static_cast<std::size_t>(t.block) >= collectives.size())
+        fail("task graph: collective task ", i, " names collective ", t.block, " of ", collectives.size());
+      if (collectives[static_cast<std::size_t>(t.block)].ranks > num_devices)
+        fail("task graph: collective task ", i, " spans ", collectives[static_cast<std::size_t>(t.block)].ranks,
+             " ranks of ", num_devices, " devices");
+      continue;
+    }
     if (t.kind != TaskKind::output && (!t.writes.valid() || t.writes.index() >= buffers.size()))
       fail("task graph: task ", i, " writes unknown buffer ", t.writes.value);
     if (!t.device.valid() || t.device.value >= num_devices || !t.dst_device.valid() || t.dst_device.value >= num_devices)

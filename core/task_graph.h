@@ -17,6 +17,11 @@
 //            host of `device`, over its host link); inserted by plan_memory()
 //   load     copy the whole host buffer reads[0] to the device buffer `writes`
 //            (core/memory_plan.h)
+//   collective  a whole collective (TaskGraph::collectives[block]: kind, bytes,
+//            algorithm, pieces) over devices 0..ranks−1, reading and writing no
+//            buffer: the simulator generates its steps as it runs. Only the simulator
+//            takes it (alone in its graph); executors and the other tools want the
+//            expanded form of moves and touches (sim/collectives.h).
 //
 // Tasks are in topological order: every dependency has a smaller id. A task's
 // dependencies are exactly the tasks that write the buffers it reads — plus, in a graph
@@ -28,6 +33,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/collective.h"
 #include "core/graph.h"
 #include "core/ids.h"
 #include "core/partition.h"
@@ -35,9 +41,9 @@
 
 namespace tessel {
 
-enum class TaskKind : std::uint8_t { input, compute, touch, move, output, evict, load };
+enum class TaskKind : std::uint8_t { input, compute, touch, move, output, evict, load, collective };
 enum class TouchOp : std::uint8_t { copy, accumulate };
-inline constexpr int kNumTaskKinds = 7;
+inline constexpr int kNumTaskKinds = 8;
 [[nodiscard]] std::string_view to_string(TaskKind k);
 
 struct Buffer {
@@ -62,7 +68,7 @@ struct Task {
   DeviceId device;      // where it runs; a move's source
   DeviceId dst_device;  // a move's destination; == device otherwise
   NodeId node;
-  std::int64_t block = -1;  // block of `node`'s partition (input, compute, output), else -1
+  std::int64_t block = -1;  // block of `node`'s partition (input, compute, output), collectives[block] (collective), else -1
   std::vector<BufferId> reads;
   BufferId writes;  // invalid for output tasks
   Rect src;         // see the header comment
@@ -80,6 +86,7 @@ struct TaskGraph {
   int num_devices = 1;
   std::vector<Task> tasks;
   std::vector<Buffer> buffers;
+  std::vector<CollectiveSpec> collectives;  // what collective tasks run (TaskKind::collective)
 
   [[nodiscard]] const Task& task(TaskId id) const { return tasks[id.index()]; }
   [[nodiscard]] const Buffer& buffer(BufferId id) const { return buffers[id.index()]; }
@@ -98,6 +105,8 @@ struct TaskGraph {
   [[nodiscard]] Summary summary() const;
   // Throws Error when the tasks are not in topological order or deps are out of range.
   void validate() const;
+  // Whether any task is a collective node (which only the simulator runs).
+  [[nodiscard]] bool has_collectives() const { return !collectives.empty(); }
 };
 
 // Lowers `g` under `d` (validated first). See the header comment for the contract.

@@ -144,7 +144,7 @@ std::string task_counts(const TaskGraph& tg) {
   std::string out = std::to_string(s.tasks) + " (";
   for (int k = 0; k < kNumTaskKinds; ++k) {
     const auto kind = static_cast<TaskKind>(k);
-    if ((kind == TaskKind::evict || kind == TaskKind::load) && s.count[k] == 0) continue;  // memory-planned graphs only
+    if ((kind == TaskKind::evict || kind == TaskKind::load || kind == TaskKind::collective) && s.count[k] == 0) continue;  // memory-planned graphs only
     out += (k ? ", " : "") + std::string(to_string(kind)) + " " + std::to_string(s.count[k]);
   }
   return out + ")";

@@ -14,6 +14,7 @@
 #include "experiments/cli.h"
 #include "experiments/overlap_cli.h"
 #include "experiments/memory_cap.h"
+#include "sim/collective_engine.h"
 #include "sim/collectives.h"
 #include "sim/network.h"
 #include "sim/simulator.h"
@@ -71,6 +72,7 @@ struct Opts {
   std::string machine_out;
   std::string memory_cap;
   bool json_out = false;
+  bool expand_collectives = false;
 };
 
 void print_report(const sim::SimResult& r, const TaskGraph& tg, const Machine& m) {
@@ -99,12 +101,16 @@ void print_report(const sim::SimResult& r, const TaskGraph& tg, const Machine& m
   std::size_t peak_dev = 0;
   for (std::size_t d = 0; d < r.devices.size(); ++d)
     if (r.devices[d].peak_memory_bytes > r.devices[peak_dev].peak_memory_bytes) peak_dev = d;
-  if (!r.devices.empty())
+  if (tg.has_collectives()) {
+    std::printf("  peak memory   not tracked by the generated collective (--expand-collectives tracks it)\n");
+  } else if (!r.devices.empty()) {
     std::printf("  peak memory   %s on device %zu at %s\n", human_bytes(static_cast<double>(r.peak_memory_bytes)).c_str(),
                 peak_dev, human_seconds(r.devices[peak_dev].peak_memory_time_s).c_str());
+  }
   int kinds[kNumTaskKinds] = {};
   for (TaskId t : r.critical_path) ++kinds[static_cast<int>(tg.task(t).kind)];
-  std::printf("  critical path %zu tasks (compute %d, move %d, touch %d)\n", r.critical_path.size(),
+  if (!tg.has_collectives())
+    std::printf("  critical path %zu tasks (compute %d, move %d, touch %d)\n", r.critical_path.size(),
               kinds[static_cast<int>(TaskKind::compute)], kinds[static_cast<int>(TaskKind::move)],
               kinds[static_cast<int>(TaskKind::touch)]);
   std::printf("  simulator     %lld events in %.3f s (%.3g events/s)\n", static_cast<long long>(r.events), r.sim_wall_s,
@@ -154,6 +160,9 @@ void run_simulate(const Opts& o) {
   sim::Collective coll = sim::Collective::allreduce;
   std::int64_t coll_bytes = 0;
   sim::CollectivePlan plan;
+  bool expanded = false;
+  std::string why_expanded;
+  if (!collective && o.expand_collectives) fail("--expand-collectives applies to --collective only");
   if (!collective && o.algorithm != "auto") fail("--algorithm applies to --collective only");
   if (collective) {
     coll = sim::parse_collective(o.collective, "--collective");
@@ -172,7 +181,16 @@ void run_simulate(const Opts& o) {
     so.channels_per_link = true;  // one connection per peer link, as NCCL keeps them
     plan = sim::plan_collective(coll, o.dec.devices, coll_bytes, parse_dtype(o.dtype, "--dtype"), m, forced);
     plan.spec.window = plan.spec.ranks_per_node > 0 ? 0 : so.comm_channels;
-    tg = sim::collective_task_graph(plan.spec);
+    // One collective node, whose steps the simulator generates as it runs; the expanded
+    // form when asked, or for a trace (which names every task).
+    // The report names tasks of the graph simulated, so an expanded run gets the expanded graph.
+    if (o.expand_collectives || !o.trace.empty()) {
+      why_expanded = o.expand_collectives ? "--expand-collectives" : "--trace names every task";
+    } else {
+      why_expanded = sim::generated_form_unsupported(plan.spec, m, so);
+    }
+    expanded = !why_expanded.empty();
+    tg = expanded ? sim::collective_task_graph(plan.spec) : sim::collective_node_graph(plan.spec);
     what = std::string(sim::to_string(coll)) + " (" + std::string(sim::to_string(plan.spec.algorithm)) + ") of " +
            human_bytes(static_cast<double>(coll_bytes)) + " over " + std::to_string(o.dec.devices) + " ranks";
   } else if (!o.task_graph_file.empty()) {
@@ -257,6 +275,7 @@ void run_simulate(const Opts& o) {
     j["algorithm"] = std::string(sim::to_string(plan.spec.algorithm));
     j["slices"] = plan.spec.slices;
     j["comm_channels"] = so.comm_channels;
+    j["collective_form"] = expanded ? "expanded" : "generated";
     json est = json::array();
     for (const auto& e : plan.estimates)
       est.push_back({{"algorithm", std::string(sim::to_string(e.algorithm))},
@@ -302,6 +321,8 @@ void run_simulate(const Opts& o) {
     for (const auto& e : plan.estimates)
       std::printf(" %s %s", std::string(sim::to_string(e.algorithm)).c_str(), human_seconds(e.time_s).c_str());
     std::printf("\n");
+    std::printf("  form          %s\n", expanded ? ("expanded (" + why_expanded + ")").c_str()
+                                                : "generated (one collective node, steps made as they run)");
     if (auto pub = sim::published_busbw(coll, o.dec.devices, m))
       std::printf("  published     busbw %.0f-%.0f GB/s on %s (%s)\n", pub->low_GBps, pub->high_GBps,
                   std::string(pub->system).c_str(), std::string(pub->source).c_str());
@@ -340,6 +361,9 @@ void add_sim_commands(CLI::App& app) {
                   "collective algorithm: auto (NCCL's tuner: latency + bytes/bandwidth), ring, tree (allreduce), "
                   "hierarchical (allreduce on 2+ nodes), pairwise (alltoall)")
       ->capture_default_str();
+  cmd->add_flag("--expand-collectives", o->expand_collectives,
+                "simulate the collective as its n^2 moves and touches instead of one node whose steps are generated "
+                "as they run (the default; same tasks, memory grows with n)");
   cmd->add_option("--trace", o->trace, "write the simulated timeline as Chrome-trace JSON (Perfetto)");
   cmd->add_option("--trace-devices", o->trace_devices,
                   "with --trace: write only these devices' spans, e.g. 0-7,64 (numbers and inclusive ranges)");

@@ -541,6 +541,8 @@ class Run {
         std::copy(from.data(), from.data() + from.size(), to.data());
         break;
       }
+      case TaskKind::collective:
+        fail("cpu executor: a collective node; executors run the expanded form (moves and touches) only");
       case TaskKind::compute: {
         const Node& n = g_.node(t.node);
         BufferStore<T>& out = writable(t.writes);

@@ -162,6 +162,8 @@ RunResult BlockExecutor::run(const Graph& g, const TaskGraph& tg, const TensorMa
         copy_region(ones, Rect::whole(ones.shape), written[output_slot.at(t.node.value)], t.src, Agg::sum);
         break;
       }
+      case TaskKind::collective:
+        fail("block executor: task ", i, " is a collective node; executors run the expanded form (moves and touches) only");
     }
     const auto end = clock::now();
     result.timeline.spans.push_back(Span{TaskId(static_cast<std::int32_t>(i)), t.device, default_lane(t.kind),

@@ -37,6 +37,12 @@ double collective_closed_form_s(Collective c, int n, double bytes, double alpha_
   return steps * alpha_s + steps / nn * bytes / bytes_per_s;
 }
 
+// Computed without forming the product c · length, which overflows for large collectives:
+// c (q m + r) / m = c q + floor(c r / m), with c, r < m <= 65,536.
+std::int64_t split_point(int c, std::int64_t length, int m) {
+  return static_cast<std::int64_t>(c) * (length / m) + static_cast<std::int64_t>(c) * (length % m) / m;
+}
+
 namespace {
 
 Rect interval(std::int64_t offset, std::int64_t size) {
@@ -115,7 +121,6 @@ class Builder {
   // Tasks [first, size()) are piece j: records each rank's last incoming move, and makes
   // each rank's first send of piece j wait for piece j − kPiecesInFlight to reach it.
   void bound_pieces(std::size_t first, int j, int n, std::vector<std::vector<TaskId>>& last_into) {
-    constexpr int kPiecesInFlight = 8;  // NCCL_STEPS (NCCL src/include/device.h): steps in flight per connection
     last_into.emplace_back(static_cast<std::size_t>(n));
     std::vector<TaskId> first_from(static_cast<std::size_t>(n));
     for (std::size_t t = first; t < tg_.tasks.size(); ++t) {
@@ -153,12 +158,6 @@ class Builder {
 
 
 
-// Where chunk c of `length` elements cut into m chunks begins: floor(c * length / m),
-// computed without forming the product, which overflows for large collectives:
-// c (q m + r) / m = c q + floor(c r / m), with c, r < m <= 65,536.
-std::int64_t split_point(int c, std::int64_t length, int m) {
-  return static_cast<std::int64_t>(c) * (length / m) + static_cast<std::int64_t>(c) * (length % m) / m;
-}
 
 // A contiguous run of elements in a buffer; a chunk of a collective is a list of them.
 struct Piece {
@@ -459,6 +458,31 @@ TaskGraph collective_task_graph(const CollectiveSpec& s) {
   return b.take();
 }
 
+TaskGraph collective_node_graph(const CollectiveSpec& s) {
+  check_spec(s);
+  TaskGraph tg;
+  tg.num_devices = s.ranks;
+  tg.collectives.push_back(s);
+  Task t;
+  t.kind = TaskKind::collective;
+  t.device = t.dst_device = DeviceId(0);
+  t.node = NodeId(0);
+  t.block = 0;
+  t.bytes = s.bytes;
+  tg.tasks.push_back(std::move(t));
+  return tg;
+}
+
+TaskGraph expand_collectives(const TaskGraph& tg) {
+  if (!tg.has_collectives()) return tg;
+  if (tg.tasks.size() != 1 || tg.collectives.size() != 1 || tg.tasks[0].kind != TaskKind::collective ||
+      tg.tasks[0].block != 0)
+    fail("task graph: a collective node must be the graph's only task (collective nodes beside other tasks are not "
+         "supported yet)");
+  TaskGraph out = collective_task_graph(tg.collectives[0]);
+  out.num_devices = std::max(out.num_devices, tg.num_devices);
+  return out;
+}
 
 namespace {
 
@@ -524,12 +548,14 @@ CollectivePlan plan_collective(Collective c, int n, std::int64_t bytes, DType dt
     // Pairwise: the busiest link's bytes decide; the latency of the n − 1 steps.
     std::vector<double> load(m.links.size(), 0);
     double alpha = 0;
+    std::vector<LinkId> route;  // reused: n² routes without an allocation each
     for (int i = 0; i < n; ++i)
       for (int j = 0; j < n; ++j) {
         if (i == j) continue;
         const double part = S / nn;
         double lat = 0;
-        for (LinkId l : m.route(DeviceId(i), DeviceId(j))) {
+        m.route(DeviceId(i), DeviceId(j), route);
+        for (LinkId l : route) {
           load[l.index()] += part;
           lat += m.link(l).latency_s;
         }

@@ -45,30 +45,20 @@
 #include <string_view>
 #include <vector>
 
+#include "core/collective.h"
 #include "core/machine.h"
 #include "core/task_graph.h"
 #include "core/types.h"
 
 namespace tessel::sim {
 
-enum class Collective : std::uint8_t { allreduce, reducescatter, allgather, alltoall };
+using tessel::Algorithm;
+using tessel::Collective;
+using tessel::CollectiveSpec;
 [[nodiscard]] std::string_view to_string(Collective c);
 [[nodiscard]] Collective parse_collective(std::string_view s, std::string_view what = "collective");
-
-enum class Algorithm : std::uint8_t { ring, tree, hierarchical, pairwise };
 [[nodiscard]] std::string_view to_string(Algorithm a);
 [[nodiscard]] Algorithm parse_algorithm(std::string_view s, std::string_view what = "algorithm");
-
-struct CollectiveSpec {
-  Collective collective = Collective::allreduce;
-  Algorithm algorithm = Algorithm::ring;  // pairwise for alltoall
-  int ranks = 1;
-  std::int64_t bytes = 0;
-  DType dtype = DType::f32;
-  int slices = 1;          // pipelined pieces (ring, tree, hierarchical)
-  int window = 1;          // pairwise: sends in flight per rank, 0 = all
-  int ranks_per_node = 0;  // hierarchical, two-level pairwise: ranks per node (consecutive ranks share a node)
-};
 
 // Errors name the field: fewer than 1 rank, bytes not a positive whole number of `dtype`
 // elements, fewer elements than ranks × slices, an algorithm that does not fit the
@@ -76,6 +66,22 @@ struct CollectiveSpec {
 [[nodiscard]] TaskGraph collective_task_graph(const CollectiveSpec& spec);
 // Ring (pairwise for alltoall), one slice, window 1.
 [[nodiscard]] TaskGraph collective_task_graph(Collective c, int n, std::int64_t bytes, DType dtype = DType::f32);
+
+// Where chunk c of `length` elements cut into m chunks begins: floor(c · length / m),
+// without overflow (every split of a collective's elements into ranks and pieces).
+[[nodiscard]] std::int64_t split_point(int c, std::int64_t length, int m);
+// Pieces a rank has in flight (NCCL_STEPS, NCCL src/include/device.h): a rank starts
+// sending piece j once piece j − kPiecesInFlight has reached it (ring, tree, hierarchical).
+inline constexpr int kPiecesInFlight = 8;
+
+// The same collective as one task graph node (TaskKind::collective) over devices
+// 0..ranks−1: simulate() generates its steps and transfers as it runs (collective_engine.h),
+// so memory grows with the ranks, not with the n² tasks of the expanded form. Checked as
+// collective_task_graph() checks.
+[[nodiscard]] TaskGraph collective_node_graph(const CollectiveSpec& spec);
+// A graph whose only task is a collective node → its expanded form (collective_task_graph);
+// any other graph unchanged. Error when collective nodes are mixed with other tasks.
+[[nodiscard]] TaskGraph expand_collectives(const TaskGraph& tg);
 
 // The algorithms NCCL could run for `c` on ranks 0..n-1 of `m`, with the tuner's estimate
 // for each: time = latency + bytes / bandwidth (NCCL src/graph/tuning.cc's form), the

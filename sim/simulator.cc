@@ -12,6 +12,7 @@
 
 #include "core/checked.h"
 #include "core/error.h"
+#include "sim/collective_engine.h"
 #include "sim/compute_model.h"
 #include "sim/event_queue.h"
 #include "sim/large_pages.h"
@@ -194,6 +195,7 @@ class Run {
       switch (t.kind) {
         case TaskKind::input:
         case TaskKind::output: in.lane = kNoLane; break;
+        case TaskKind::collective: fail("task graph: task ", i, " is a collective node mixed with other tasks (not supported yet)");
         case TaskKind::compute: in.lane = kCompute; break;
         case TaskKind::touch: in.lane = kCopy; break;
         case TaskKind::move: in.lane = kComm; break;
@@ -1165,6 +1167,7 @@ class Run {
 }  // namespace
 
 SimResult simulate(const TaskGraph& tg, const Machine& m, const SimOptions& options) {
+  if (tg.has_collectives()) return simulate_collective_node(tg, m, options);  // collective_engine.h
   return Run(tg, m, options).run();
 }
 

@@ -992,6 +992,7 @@ class CudaRun {
           case TaskKind::move: last = launch_move(t, stream); break;
           case TaskKind::evict:
           case TaskKind::load: break;  // refused in run()
+          case TaskKind::collective: fail("a collective node; executors run the expanded form (moves and touches) only");
         }
       } catch (const Error& e) {
         fail("cuda executor: task ", i, " (", to_string(t.kind), " of node '", g_.node(t.node).name, "', block ",

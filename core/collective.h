@@ -1,0 +1,27 @@
+#pragma once
+// A collective over ranks 0..ranks−1 (devices 0..ranks−1), as the task graph holds it
+// when it is one node (TaskKind::collective): what it is, how large, which algorithm and
+// how it is pipelined. The simulator generates its steps as it runs (sim/collectives.h
+// describes the algorithms and how the expanded form builds them as moves and touches).
+
+#include <cstdint>
+
+#include "core/types.h"
+
+namespace tessel {
+
+enum class Collective : std::uint8_t { allreduce, reducescatter, allgather, alltoall };
+enum class Algorithm : std::uint8_t { ring, tree, hierarchical, pairwise };
+
+struct CollectiveSpec {
+  Collective collective = Collective::allreduce;
+  Algorithm algorithm = Algorithm::ring;  // pairwise for alltoall
+  int ranks = 1;
+  std::int64_t bytes = 0;
+  DType dtype = DType::f32;
+  int slices = 1;          // pipelined pieces (ring, tree, hierarchical)
+  int window = 1;          // pairwise: sends in flight per rank, 0 = all
+  int ranks_per_node = 0;  // hierarchical, two-level pairwise: ranks per node (consecutive ranks share a node)
+};
+
+}  // namespace tessel

@@ -1,0 +1,67 @@
+// Collectives at scale as one task graph node (sim/collective_engine.h): a 1 GiB ring
+// all-reduce and a 1 GiB all-to-all on 1,024 devices (cluster:128xh100-sxm-8) and 8,192
+// devices (cluster:1024xh100-sxm-8). Goals (issue #13): all-reduce ≤ 1 s and ≤ 100 MB on
+// 1,024, ≤ 10 s and ≤ 1 GB on 8,192; all-to-all ≤ 1 s on 1,024, ≤ 60 s on 8,192.
+// rss_growth_MB is the process's peak resident set (VmHWM) less what it held before the
+// first iteration: the simulator's own memory when the benchmark runs alone
+// (--benchmark_filter naming one benchmark).
+#include <benchmark/benchmark.h>
+
+#include <fstream>
+#include <string>
+
+#include "core/machine.h"
+#include "sim/collectives.h"
+#include "sim/simulator.h"
+
+namespace {
+
+// A field of /proc/self/status in kB (0 where there is none).
+double status_kb(const std::string& field) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(field + ":", 0) == 0) return std::stod(line.substr(field.size() + 1));
+  return 0;
+}
+
+void run(benchmark::State& state, tessel::sim::Collective c, const char* machine, int n) {
+  using namespace tessel;
+  const Machine m = machine_preset(machine);
+  sim::CollectivePlan plan = sim::plan_collective(c, n, std::int64_t{1} << 30, DType::f32, m,
+                                                  c == sim::Collective::alltoall ? sim::Algorithm::pairwise
+                                                                                 : sim::Algorithm::ring);
+  plan.spec.window = plan.spec.ranks_per_node > 0 ? 0 : 1;
+  const TaskGraph tg = sim::collective_node_graph(plan.spec);
+  sim::SimOptions o;
+  o.channels_per_link = true;  // as simulate --collective runs them
+  const double rss0 = status_kb("VmRSS");
+  double makespan = 0, wall = 0;
+  std::int64_t events = 0;
+  for (auto _ : state) {
+    const sim::SimResult r = sim::simulate(tg, m, o);
+    makespan = r.makespan_s;
+    wall = r.sim_wall_s;
+    events = r.events;
+  }
+  state.counters["ranks"] = n;
+  state.counters["events"] = static_cast<double>(events);
+  state.counters["makespan_ms"] = makespan * 1e3;
+  state.counters["sim_wall_s"] = wall;
+  state.counters["busbw_GBps"] = static_cast<double>(plan.spec.bytes) / makespan / 1e9 *
+                                 sim::bus_bandwidth_factor(c, n);
+  state.counters["rss_growth_MB"] = (status_kb("VmHWM") - rss0) / 1024;
+  state.counters["events_per_s"] =
+      benchmark::Counter(static_cast<double>(events) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+
+void BM_CollRingAllReduce1GiB1024(benchmark::State& s) { run(s, tessel::sim::Collective::allreduce, "cluster:128xh100-sxm-8", 1024); }
+void BM_CollRingAllReduce1GiB8192(benchmark::State& s) { run(s, tessel::sim::Collective::allreduce, "cluster:1024xh100-sxm-8", 8192); }
+void BM_CollAllToAll1GiB1024(benchmark::State& s) { run(s, tessel::sim::Collective::alltoall, "cluster:128xh100-sxm-8", 1024); }
+void BM_CollAllToAll1GiB8192(benchmark::State& s) { run(s, tessel::sim::Collective::alltoall, "cluster:1024xh100-sxm-8", 8192); }
+BENCHMARK(BM_CollRingAllReduce1GiB1024)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
+BENCHMARK(BM_CollRingAllReduce1GiB8192)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
+BENCHMARK(BM_CollAllToAll1GiB1024)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
+BENCHMARK(BM_CollAllToAll1GiB8192)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
+
+}  // namespace

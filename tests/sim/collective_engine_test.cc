@@ -1,0 +1,140 @@
+// Collectives as one task graph node: the generated form against the expanded form.
+#include "sim/collective_engine.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/error.h"
+#include "core/machine.h"
+#include "sim/collectives.h"
+#include "sim/simulator.h"
+#include "tests/sim/sim_test_util.h"
+
+namespace tessel::sim {
+namespace {
+
+using testing::error_of;
+
+SimOptions collective_options(int channels = 1) {
+  SimOptions o;
+  o.channels_per_link = true;  // as simulate --collective runs them
+  o.comm_channels = channels;
+  return o;
+}
+
+CollectiveSpec spec_for(Collective c, int n, std::int64_t bytes, const Machine& m, std::optional<Algorithm> a,
+                        int channels) {
+  CollectivePlan p = plan_collective(c, n, bytes, DType::f32, m, a);
+  p.spec.window = p.spec.ranks_per_node > 0 ? 0 : channels;
+  return p.spec;
+}
+
+// The generated form runs the expanded form's tasks with the same lane rules and, for
+// these programs, the same order: finish times agree bit for bit, and so do the events,
+// bytes per link and per-device busy times.
+void expect_same(const CollectiveSpec& s, const Machine& m, int channels) {
+  const SimOptions o = collective_options(channels);
+  ASSERT_EQ(generated_form_unsupported(s, m, o), "");
+  const SimResult gen = simulate(collective_node_graph(s), m, o);
+  const SimResult exp = simulate(collective_task_graph(s), m, o);
+  const std::string what = std::string(to_string(s.collective)) + " n=" + std::to_string(s.ranks) +
+                           " bytes=" + std::to_string(s.bytes) + " slices=" + std::to_string(s.slices) + " on " +
+                           m.name + " channels=" + std::to_string(channels);
+  EXPECT_EQ(gen.makespan_s, exp.makespan_s) << what;
+  EXPECT_EQ(gen.events, exp.events) << what;
+  EXPECT_EQ(gen.bytes_moved, exp.bytes_moved) << what;
+  EXPECT_EQ(gen.link_bytes, exp.link_bytes) << what;
+  ASSERT_EQ(gen.devices.size(), exp.devices.size()) << what;
+  for (std::size_t d = 0; d < gen.devices.size(); ++d) {
+    EXPECT_EQ(gen.devices[d].comm_busy_s, exp.devices[d].comm_busy_s) << what << " device " << d;
+    EXPECT_EQ(gen.devices[d].copy_busy_s, exp.devices[d].copy_busy_s) << what << " device " << d;
+    EXPECT_EQ(gen.devices[d].tasks, exp.devices[d].tasks - 1) << what << " device " << d;  // its input task
+  }
+}
+
+TEST(CollectiveEngine, RingCollectivesMatchTheExpandedFormBitForBit) {
+  const Machine one = machine_preset("h100-sxm-8");
+  const Machine two = machine_preset("cluster:2xh100-sxm-8");
+  for (Collective c : {Collective::allreduce, Collective::reducescatter, Collective::allgather}) {
+    // 64 MiB on one node: 16 to 32 pieces, so the 8-piece window binds.
+    for (int n : {2, 3, 5, 8})
+      for (std::int64_t bytes : {std::int64_t{1} << 20, std::int64_t{64} << 20})
+        expect_same(spec_for(c, n, bytes, one, Algorithm::ring, 1), one, 1);
+    expect_same(spec_for(c, 16, std::int64_t{48} << 20, two, Algorithm::ring, 1), two, 1);
+    expect_same(spec_for(c, 16, std::int64_t{48} << 20, two, Algorithm::ring, 4), two, 4);
+  }
+}
+
+TEST(CollectiveEngine, AllToAllMatchesTheExpandedFormBitForBit) {
+  const Machine one = machine_preset("h100-sxm-8");
+  const Machine four = machine_preset("cluster:4xh100-sxm-8");
+  for (int n : {2, 5, 8})
+    for (int channels : {1, 3}) expect_same(spec_for(Collective::alltoall, n, std::int64_t{16} << 20, one, {}, channels), one, channels);
+  // Two levels, every send posted at once.
+  expect_same(spec_for(Collective::alltoall, 32, std::int64_t{64} << 20, four, {}, 1), four, 1);
+  expect_same(spec_for(Collective::alltoall, 16, std::int64_t{64} << 20, four, {}, 2), four, 2);
+  // One level with every send posted (window 0).
+  CollectiveSpec s = spec_for(Collective::alltoall, 8, std::int64_t{8} << 20, one, {}, 1);
+  s.window = 0;
+  expect_same(s, one, 1);
+}
+
+TEST(CollectiveEngine, IsDeterministic) {
+  const Machine m = machine_preset("cluster:4xh100-sxm-8");
+  for (Collective c : {Collective::allreduce, Collective::alltoall}) {
+    const CollectiveSpec s = spec_for(c, 32, std::int64_t{32} << 20, m, c == Collective::alltoall ? std::nullopt
+                                                                                             : std::optional{Algorithm::ring}, 1);
+    const TaskGraph tg = collective_node_graph(s);
+    const SimResult a = simulate(tg, m, collective_options());
+    const SimResult b = simulate(tg, m, collective_options());
+    EXPECT_EQ(a.makespan_s, b.makespan_s);
+    EXPECT_EQ(a.events, b.events);
+    EXPECT_EQ(a.link_bytes, b.link_bytes);
+    for (std::size_t d = 0; d < a.devices.size(); ++d) EXPECT_EQ(a.devices[d].busy_s, b.devices[d].busy_s);
+  }
+}
+
+TEST(CollectiveEngine, ManyRanksKeepAFewTasksPerRank) {
+  // 256 ranks: the expanded form would hold 4 · 255 · 256 tasks; the generated one keeps
+  // per rank its ready tasks only, and still finishes every one of them.
+  const Machine m = machine_preset("cluster:32xh100-sxm-8");
+  const CollectiveSpec s = spec_for(Collective::allreduce, 256, std::int64_t{1} << 20, m, Algorithm::ring, 1);
+  const SimResult r = simulate(collective_node_graph(s), m, collective_options());
+  std::int64_t tasks = 0;
+  for (const auto& d : r.devices) tasks += d.tasks;
+  EXPECT_EQ(tasks, std::int64_t{4} * 255 * 256 * s.slices);  // moves + two touches per reduce-scatter step
+  EXPECT_GT(r.makespan_s, 0);
+  EXPECT_TRUE(r.timeline.spans.empty());
+}
+
+TEST(CollectiveEngine, WhatItDoesNotGenerateRunsExpanded) {
+  const Machine m = machine_preset("cluster:2xh100-sxm-8");
+  const SimOptions o = collective_options();
+  for (Algorithm a : {Algorithm::tree, Algorithm::hierarchical}) {
+    const CollectiveSpec s = spec_for(Collective::allreduce, 16, std::int64_t{16} << 20, m, a, 1);
+    EXPECT_NE(generated_form_unsupported(s, m, o), "");
+    EXPECT_EQ(simulate(collective_node_graph(s), m, o).makespan_s, simulate(collective_task_graph(s), m, o).makespan_s);
+  }
+  SimOptions ab = o;
+  ab.network = "alpha-beta";
+  const CollectiveSpec ring = spec_for(Collective::allreduce, 16, std::int64_t{16} << 20, m, Algorithm::ring, 1);
+  EXPECT_NE(generated_form_unsupported(ring, m, ab), "");
+  EXPECT_EQ(simulate(collective_node_graph(ring), m, ab).makespan_s, simulate(collective_task_graph(ring), m, ab).makespan_s);
+}
+
+TEST(CollectiveEngine, ACollectiveNodeBesideOtherTasksIsAnError) {
+  const Machine m = machine_preset("h100-sxm-8");
+  TaskGraph tg = collective_node_graph(spec_for(Collective::allreduce, 4, 1 << 20, m, Algorithm::ring, 1));
+  tg.tasks.push_back(tg.tasks[0]);
+  EXPECT_NE(error_of([&] { (void)simulate(tg, m, collective_options()); }).find("only task"), std::string::npos);
+  TaskGraph bad = collective_node_graph(spec_for(Collective::allreduce, 4, 1 << 20, m, Algorithm::ring, 1));
+  bad.tasks[0].block = 3;
+  EXPECT_NE(error_of([&] { bad.validate(); }).find("names collective 3"), std::string::npos);
+  EXPECT_NE(error_of([&] { (void)collective_node_graph(CollectiveSpec{Collective::allreduce, Algorithm::ring, 0, 64}); })
+                .find("ranks"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace tessel::sim
