@@ -6,6 +6,8 @@
 #include <thread>
 #include <iostream>
 
+#include <unistd.h>
+
 #include "core/error.h"
 #include "core/io.h"
 #include "core/workloads.h"
@@ -40,13 +42,22 @@ void DecompositionOptions::add(CLI::App& app, bool with_devices) {
                  "blocks per node: N (split every node N ways, largest index first) and/or "
                  "NODE=AxBxC,... (parts per join index of NODE)");
   app.add_option("--decomposition", decomposition_file, "decomposition JSON file (partitions and devices)");
+  search.add(app);
 }
 
-Decomposition DecompositionOptions::load(const Graph& g) const {
+void SearchOptions::add(CLI::App& app) {
+  app.add_option("--budget-s", budget_s, "-s search: wall-clock budget in seconds (the starts are simulated first)")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-3, 1e6));
+  app.add_option("--seed", seed, "random seed of -s search (same seed, same simulations: same plan); `run`: also of the random inputs")
+      ->capture_default_str();
+}
+
+Decomposition DecompositionOptions::load(const Graph& g, const Machine* machine) const {
   if (static_cast<int>(!strategy.empty()) + static_cast<int>(!parts.empty()) +
           static_cast<int>(!decomposition_file.empty()) > 1)
     fail("give one of -s/--strategy, --parts and --decomposition");
-  if (!strategy.empty()) return decompose(g, strategy, devices);
+  if (!strategy.empty()) return decompose(g, strategy, devices, machine, search);
   if (!decomposition_file.empty()) {
     Decomposition d = decomposition_from_json(read_json_file(decomposition_file), g, decomposition_file);
     return d;
@@ -167,10 +178,25 @@ void warn_oversubscribed(int devices) {
     std::fprintf(stderr, "tessel: warning: %d devices on %u cores: timings will be oversubscribed\n", devices, cores);
 }
 
-Decomposition decompose(const Graph& g, const std::string& strategy, int devices) {
+Decomposition decompose(const Graph& g, const std::string& strategy, int devices, const Machine* machine,
+                        const SearchOptions& search) {
   planner::PlanOptions o;
   o.devices = devices;
+  if (machine) o.machine = *machine;
+  o.budget_s = search.budget_s;
+  o.seed = search.seed;
+  o.progress = print_search_progress;
   return planner::plan(g, strategy, o).decomposition;
+}
+
+void print_search_progress(const std::string& line) {
+  static const bool tty = isatty(fileno(stderr)) != 0;
+  const bool last = line.rfind("search: done", 0) == 0;
+  if (tty)
+    std::fprintf(stderr, "\r\033[K%s%s", line.c_str(), last ? "\n" : "");
+  else
+    std::fprintf(stderr, "%s\n", line.c_str());
+  std::fflush(stderr);
 }
 
 }  // namespace tessel::cli

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/graph.h"
+#include "core/machine.h"
 #include "core/partition.h"
 #include "core/task_graph.h"
 #include "core/tensor.h"
@@ -44,16 +45,25 @@ struct GraphOptions {
   [[nodiscard]] std::string describe() const;
 };
 
-// -d N, -s STRATEGY | --parts SPEC | --decomposition FILE
+// What `-s search` reads beside -s: --budget-s SECONDS, --seed N (planner/search.h).
+struct SearchOptions {
+  double budget_s = 30;
+  std::uint64_t seed = 1;
+  void add(CLI::App& app);
+};
+
+// -d N, -s STRATEGY | --parts SPEC | --decomposition FILE (and SearchOptions)
 struct DecompositionOptions {
   int devices = 4;
   std::string strategy;
   std::string parts;
   std::string decomposition_file;
+  SearchOptions search;
   void add(CLI::App& app, bool with_devices = true);
   // Without -s, --parts or --decomposition: every node split into `devices` blocks
-  // along its largest indices (split_largest).
-  [[nodiscard]] Decomposition load(const Graph& g) const;
+  // along its largest indices (split_largest). `machine`, when the command has one,
+  // is the planner's: eindecomp weighs moves by its links, search simulates on it.
+  [[nodiscard]] Decomposition load(const Graph& g, const Machine* machine = nullptr) const;
 };
 
 // --parts: "4" splits every node into 4 blocks (largest index first);
@@ -71,8 +81,14 @@ struct DecompositionOptions {
 // "72 (input 12, compute 8, touch 32, move 16, output 4)"
 [[nodiscard]] std::string task_counts(const TaskGraph& tg);
 
-// The decomposition a named planner strategy gives `g` on `devices` devices.
-[[nodiscard]] Decomposition decompose(const Graph& g, const std::string& strategy, int devices);
+// The decomposition a named planner strategy gives `g` on `devices` devices (on
+// `machine` when given: see DecompositionOptions::load).
+[[nodiscard]] Decomposition decompose(const Graph& g, const std::string& strategy, int devices,
+                                      const Machine* machine = nullptr, const SearchOptions& search = {});
+
+// The progress sink `search` prints to: one line overwritten in place on a terminal,
+// plain lines otherwise (stderr).
+void print_search_progress(const std::string& line);
 
 // Checks every output against the reference, normwise (max |error| / max(1, max
 // |reference|) <= runtime::output_tolerance(dtype, backend): 1e-4 for f32, 1e-9 for f64,

@@ -223,8 +223,7 @@ void add_einsum(CLI::App& app) {
 void add_run(CLI::App& app) {
   struct Opts {
     GraphOptions graph;
-    DecompositionOptions dec;
-    std::uint64_t seed = 1;
+    DecompositionOptions dec;  // its --seed also seeds the random inputs
     std::string backend = "cpu";
     CudaCliOptions cuda;
     std::string policy = "async";
@@ -246,7 +245,6 @@ void add_run(CLI::App& app) {
   cmd->add_option("--repeat", o->repeat, "runs to time, 1 to 10000; the median is reported, every run is checked")
       ->capture_default_str()
       ->check(CLI::Range(1, kMaxRepeat));
-  cmd->add_option("--seed", o->seed, "seed of the random inputs")->capture_default_str();
   cmd->add_option("--trace", o->trace, "write the measured timeline (median run) as Chrome-trace JSON");
   cmd->add_flag("--json", o->json_out, "machine-readable output");
   cmd->footer(
@@ -260,7 +258,7 @@ void add_run(CLI::App& app) {
     auto t0 = Clock::now();
     TaskGraph tg = lower(g, d);
     double lower_s = seconds_since(t0);
-    runtime::TensorMap inputs = runtime::random_inputs(g, o->seed);
+    runtime::TensorMap inputs = runtime::random_inputs(g, o->dec.search.seed);
     t0 = Clock::now();
     runtime::TensorMap want = runtime::evaluate_reference(g, inputs);
     double ref_s = seconds_since(t0);

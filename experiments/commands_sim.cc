@@ -179,7 +179,7 @@ void run_simulate(const Opts& o) {
     if (o.dec.decomposition_file.empty() && o.dec.devices > m.num_devices())
       fail("-d: ", o.dec.devices, " devices asked for, but machine '", m.name, "' has only ", m.num_devices());
     g = o.graph.load();
-    Decomposition d = o.dec.load(g);
+    Decomposition d = o.dec.load(g, &m);
     if (d.num_devices > m.num_devices())
       fail("the decomposition places blocks on ", d.num_devices, " devices (",
            o.dec.decomposition_file.empty() ? "-d" : o.dec.decomposition_file + ": \"devices\"", ") but machine '",
