@@ -190,8 +190,7 @@ Partitioning eindecomp_partition(const Graph& g, const PlanOptions& o) {
   std::vector<std::vector<Parts>> cands(g.size());
   for (NodeId id : g.ids()) {
     if (!is_planned(g, id)) continue;
-    cands[id.index()] = candidate_partitions(g.join_shape(id), total_log2);
-    if (cands[id.index()].empty()) cands[id.index()].push_back(Parts(g.join_shape(id).size(), 1));
+    cands[id.index()] = node_candidates(g.join_shape(id), total_log2);
   }
   Partitioning best = solve_trees(g, cands, *cost, consumers);
   double best_cost = dp_total(g, best, *cost);

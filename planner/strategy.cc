@@ -105,8 +105,7 @@ class Exhaustive final : public Strategy {
     for (NodeId id : g.ids()) {
       if (!is_planned(g, id)) continue;
       planned.push_back(id);
-      auto c = candidate_partitions(g.join_shape(id), total);
-      if (c.empty()) c.push_back(Parts(g.join_shape(id).size(), 1));
+      auto c = node_candidates(g.join_shape(id), total);
       combos *= static_cast<double>(c.size());
       cands.push_back(std::move(c));
     }
