@@ -10,13 +10,18 @@
 // R's fields, so of their Π_{j∈R} p_j members, Π_{j∈R} p_j / 2^{overlap_j} are on any
 // one member's host, overlap_j being how many of j's bits fall among the host bits.
 //
-//   join         Σ_inputs elements × (same host + w × other hosts)
-//   aggregation  out_elements × (same host − 1 + w × other hosts)
+//   join         Σ_inputs elements × (same host + w × other hosts) × n / holders
+//   aggregation  out_elements × (same host − 1 + w × other hosts) × n / holders
 //   repartition  elements moved × ((G − 1) + w (n − G)) / (n − 1): its peers are any
 //                devices, so the mean over them
 //
 // with w = B_intra / B_inter, the bandwidths of the routes from device 0 to device 1
-// (inside its host) and to device G (the first on another host).
+// (inside its host) and to device G (the first on another host). `holders` is how many
+// devices the term's traffic converges on: an operand replicated R ways over B blocks
+// has B / R blocks, each sent R times by the one device holding it; partials summed P
+// ways meet at B / P aggregation sites. Each device has its own links, so the term
+// takes time in proportion to what its busiest device sends or receives, which is the
+// volume × n / holders of a perfectly spread one (holders capped at n).
 #include <algorithm>
 #include <cmath>
 
@@ -46,7 +51,8 @@ class TopologyCost final : public DpCost {
         all *= p[static_cast<std::size_t>(j)];
         same *= same_host(fields[static_cast<std::size_t>(j)]);
       }
-      cost += static_cast<double>(elements(g.node(n.inputs[i]).shape)) * (same + w_ * (all - same));
+      cost += static_cast<double>(elements(g.node(n.inputs[i]).shape)) * (same + w_ * (all - same)) *
+              concentration(blocks(p) / all);
     }
     return cost;
   }
@@ -60,7 +66,7 @@ class TopologyCost final : public DpCost {
       all *= p[static_cast<std::size_t>(j)];
       same *= same_host(fields[static_cast<std::size_t>(j)]);
     }
-    return static_cast<double>(elements(n.shape)) * (same - 1 + w_ * (all - same));
+    return static_cast<double>(elements(n.shape)) * (same - 1 + w_ * (all - same)) * concentration(blocks(p) / all);
   }
 
   double repartition(double elems, const Parts& from, const Parts& to) const override {
@@ -80,6 +86,17 @@ class TopologyCost final : public DpCost {
       lo += f[j].bits;
     }
     return f;
+  }
+  static double blocks(const Parts& p) {
+    double b = 1;
+    for (int x : p) b *= x;
+    return b;
+  }
+  // n over the devices that send (or receive) a term's elements, when only `holders` of
+  // the n devices hold what is sent (or receive what is summed).
+  double concentration(double holders) const {
+    const double n = std::ldexp(1.0, n_log2_);
+    return n / std::clamp(holders, 1.0, n);
   }
   // Members along one index that share a host with a given one: 2^(bits off the host bits).
   double same_host(const Field& f) const {
