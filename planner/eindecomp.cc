@@ -113,7 +113,8 @@ Partitioning solve_trees(const Graph& g, const std::vector<std::vector<Parts>>& 
         t.choice[id.index()][c][i] = it->second.second;
       }
       best[id.index()][c] = total;
-      if (may_choose_output(g, id, consumers) && splits_aggregation(g, id, cs[c]) && total < free_cost[id.index()]) {
+      if (cost.aggregates_into_need() && may_choose_output(g, id, consumers) && splits_aggregation(g, id, cs[c]) &&
+          total < free_cost[id.index()]) {
         free_cost[id.index()] = total;
         free_arg[id.index()] = static_cast<int>(c);
       }

@@ -48,6 +48,12 @@ class DpCost {
   [[nodiscard]] virtual double repartition(double elements, const Parts& from, const Parts& to) const {
     return repartition_cost(elements, from, to);
   }
+  // Whether an einsum may aggregate its partials straight into its one consumer's need
+  // (EinDecomp's post-aggregation partition). Under round-robin placement each output
+  // block of that partition is summed on the device of its first partial, so a need
+  // finer than the join's output piles many sites onto few devices: the topology cost,
+  // which counts where traffic converges, says no.
+  [[nodiscard]] virtual bool aggregates_into_need() const { return true; }
 };
 
 // The DP's cost for `options`: topology-weighted (topology_cost.cc) when a machine is

@@ -21,7 +21,8 @@
 // has B / R blocks, each sent R times by the one device holding it; partials summed P
 // ways meet at B / P aggregation sites. Each device has its own links, so the term
 // takes time in proportion to what its busiest device sends or receives, which is the
-// volume × n / holders of a perfectly spread one (holders capped at n).
+// volume × n / holders of a perfectly spread one (holders capped at n). Partials are
+// summed into the join's own output partition (DpCost::aggregates_into_need).
 #include <algorithm>
 #include <cmath>
 
@@ -72,6 +73,8 @@ class TopologyCost final : public DpCost {
   double repartition(double elems, const Parts& from, const Parts& to) const override {
     return repartition_weight_ * repartition_cost(elems, from, to);
   }
+
+  bool aggregates_into_need() const override { return false; }
 
  private:
   struct Field {

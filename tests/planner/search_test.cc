@@ -148,7 +148,7 @@ TEST(TopologyCost, ReplicationAcrossHostsCostsTheBandwidthRatio) {
 
 // LLaMA-65B on 64 devices of 8-GPU hosts: the plan of the topology-weighted cost
 // simulates within 10% of the fastest baseline (the element cost's plan: 36 ms, the
-// fastest baseline 38 ms, the weighted cost's 13 ms; deterministic simulations, so no
+// fastest baseline 38 ms, the weighted cost's 6.5 ms; deterministic simulations, so no
 // timing label).
 TEST(TopologyCost, EinDecompOnEightHostsIsWithinTenPercentOfTheBestBaseline) {
   Graph g = build_workload("llama-block:model=65b");
