@@ -45,11 +45,12 @@ void DecompositionOptions::add(CLI::App& app, bool with_devices) {
   search.add(app);
 }
 
-void SearchOptions::add(CLI::App& app) {
+void SearchOptions::add(CLI::App& app, bool with_seed) {
   app.add_option("--budget-s", budget_s, "-s search: wall-clock budget in seconds (the starts are simulated first)")
       ->capture_default_str()
       ->check(CLI::Range(1e-3, 1e6));
-  app.add_option("--seed", seed, "random seed of -s search (same seed, same simulations: same plan); `run`: also of the random inputs")
+  if (with_seed)
+    app.add_option("--seed", seed, "random seed of -s search (same seed, same simulations: same plan); `run`: also of the random inputs")
       ->capture_default_str();
 }
 

@@ -49,7 +49,8 @@ struct GraphOptions {
 struct SearchOptions {
   double budget_s = 30;
   std::uint64_t seed = 1;
-  void add(CLI::App& app);
+  // with_seed false: the command has its own --seed (compare's inputs) and passes it on.
+  void add(CLI::App& app, bool with_seed = true);
 };
 
 // -d N, -s STRATEGY | --parts SPEC | --decomposition FILE (and SearchOptions)

@@ -128,6 +128,7 @@ void add_compare(CLI::App& app) {
     double profile_seconds = 0.002;
     bool no_cache_model = false;
     std::uint64_t seed = 1;
+    double search_budget_s = 30;
     std::string trace_dir;
     bool json_out = false;
   };
@@ -176,7 +177,10 @@ void add_compare(CLI::App& app) {
   cmd->add_flag("--no-cache-model", o->no_cache_model,
                "with --compute-model profiled: time every compute task hot (its kernel's time in a loop) instead of "
                "between its hot and cold times by how much of its data the simulated worker's cache still holds");
-  cmd->add_option("--seed", o->seed, "seed of the random inputs")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "seed of the random inputs and of -s search")->capture_default_str();
+  cmd->add_option("--budget-s", o->search_budget_s, "-s search: wall-clock budget in seconds (needs -m)")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-3, 1e6));
   cmd->add_option("--trace-dir", o->trace_dir, "write every simulated and measured timeline (Chrome trace) here");
   cmd->add_flag("--json", o->json_out, "machine-readable output");
   cmd->footer(
@@ -208,6 +212,7 @@ void add_compare(CLI::App& app) {
     co.profile_seconds = o->profile_seconds;
     co.cache_model = !o->no_cache_model;
     co.seed = o->seed;
+    co.search_budget_s = o->search_budget_s;
     co.trace_dir = o->trace_dir;
     const experiments::CompareResult res = experiments::run_compare(g, o->graph.describe(), co);
     if (o->json_out)

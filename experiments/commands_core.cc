@@ -124,6 +124,7 @@ void add_einsum(CLI::App& app) {
     std::string backend = "cpu";
     CudaCliOptions cuda;
     std::string strategy;
+    SearchOptions search;
     bool json_out = false;
   };
   auto o = std::make_shared<Opts>();
@@ -136,6 +137,7 @@ void add_einsum(CLI::App& app) {
   cmd->add_option("--parts", o->parts, "parts per index letter, e.g. i=2,k=2 (instead of --strategy)");
   cmd->add_option("-s,--strategy", o->strategy,
                   "planner strategy (default: eindecomp when N is a power of two, else split-largest)");
+  o->search.add(*cmd);
   cmd->add_option("--join", o->join, "scalar join function (default: product of the operands), e.g. 'add(x0,x1)'");
   cmd->add_option("--agg", o->agg, "aggregation: sum (default), max, min, prod");
   cmd->add_option("--backend", o->backend,
@@ -176,7 +178,8 @@ void add_einsum(CLI::App& app) {
     if (o->parts.empty()) {
       // A planner strategy; by default EinDecomp where n is a power of two.
       const bool power_of_two = (o->devices & (o->devices - 1)) == 0;
-      d = decompose(g, !o->strategy.empty() ? o->strategy : power_of_two ? "eindecomp" : "split-largest", o->devices);
+      d = decompose(g, !o->strategy.empty() ? o->strategy : power_of_two ? "eindecomp" : "split-largest", o->devices,
+                    nullptr, o->search);
     } else {
       if (!o->strategy.empty()) fail("give either --parts or --strategy, not both");
       parts[e.index()].assign(js.size(), 1);

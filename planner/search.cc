@@ -60,12 +60,12 @@ class Searcher {
         } catch (const Error&) {
         }
       }
-      pool_.push_back(p.decomposition);
-      if (rep.evaluations > 0 && !time_for_another()) {
-        rep.budget_reached = true;
-        continue;  // still pooled for `adopt`
-      }
+      pool_.push_back(p.decomposition);  // pooled for `adopt` whether simulated or not
       double t = evaluate(p.decomposition, rep);
+      if (std::isnan(t)) {  // would end past the budget: the next start may be smaller
+        rep.budget_reached = true;
+        continue;
+      }
       rep.starts[s] = t;
       if (t < best_s_) {
         best_s_ = t;
@@ -79,18 +79,22 @@ class Searcher {
     Decomposition cur = best_;
     double cur_s = best_s_;
     int k = 0;
-    while (!rep.budget_reached) {
+    while (true) {
       if (o_.search_evaluations > 0 && rep.evaluations >= o_.search_evaluations) break;
-      if (!time_for_another()) {
+      if (elapsed() >= o_.budget_s) {
         rep.budget_reached = true;
         break;
       }
       Decomposition next = cur;
       std::string kind = move(next);
       if (kind.empty() || next == cur) continue;  // nothing changed: no simulation spent
+      double t = evaluate(next, rep);
+      if (std::isnan(t)) {
+        rep.budget_reached = true;
+        break;
+      }
       auto& mv = rep.moves[kind];
       ++mv.tried;
-      double t = evaluate(next, rep);
       if (!std::isfinite(t)) continue;
       const double temp = kT0 / (1.0 + k++ / 16.0);
       const bool accept = t < cur_s || std::uniform_real_distribution<double>(0, 1)(rng_) <
@@ -120,23 +124,23 @@ class Searcher {
  private:
   double elapsed() const { return std::chrono::duration<double>(Clock::now() - t0_).count(); }
 
-  // Another simulation fits when the mean one so far ends within the budget.
-  bool time_for_another() const {
-    const double mean = evals_ > 0 ? eval_s_ / evals_ : 0;
-    return elapsed() + mean <= o_.budget_s;
-  }
-
+  // The makespan of `d`; infinity when lowering or simulating refuses it; NaN, without
+  // simulating, when the simulation is expected to end past the budget: its tasks times
+  // the seconds per task the simulations so far took (the first is always run).
   double evaluate(const Decomposition& d, SearchReport& rep) {
     auto t = Clock::now();
     double makespan = std::numeric_limits<double>::infinity();
     try {
+      TaskGraph tg = lower(g_, d);
+      const double tasks = static_cast<double>(tg.size());
+      if (tasks_ > 0 && elapsed() + tasks * (eval_s_ / tasks_) > o_.budget_s) return std::nan("");
       sim::SimOptions so;  // flow network, async, longest-path priority
-      makespan = sim::simulate(lower(g_, d), *o_.machine, so).makespan_s;
+      makespan = sim::simulate(tg, *o_.machine, so).makespan_s;
+      eval_s_ += std::chrono::duration<double>(Clock::now() - t).count();
+      tasks_ += tasks;
     } catch (const Error&) {
       // A move the lowering or the simulator refuses is simply not taken.
     }
-    eval_s_ += std::chrono::duration<double>(Clock::now() - t).count();
-    ++evals_;
     ++rep.evaluations;
     return makespan;
   }
@@ -242,8 +246,8 @@ class Searcher {
   int per_host_ = 1;
   Decomposition best_;
   double best_s_ = std::numeric_limits<double>::infinity();
-  double eval_s_ = 0;
-  int evals_ = 0;
+  double eval_s_ = 0;  // lowering and simulating, all evaluations so far
+  double tasks_ = 0;   // their tasks
 };
 
 class Search final : public Strategy {
