@@ -23,12 +23,7 @@ using Clock = std::chrono::steady_clock;
 const char* const kStarts[] = {"eindecomp", "split-largest", "megatron", "sqrt-split", "data-parallel",
                                "block-per-device"};
 constexpr double kT0 = 0.02;
-
-std::string format_s(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.4g ms", s * 1e3);
-  return buf;
-}
+constexpr int kMaxIdleDraws = 10'000;  // moves in a row that change nothing: stop
 
 class Searcher {
  public:
@@ -78,7 +73,7 @@ class Searcher {
     progress(rep, "start");
     Decomposition cur = best_;
     double cur_s = best_s_;
-    int k = 0;
+    int k = 0, idle = 0;
     while (true) {
       if (o_.search_evaluations > 0 && rep.evaluations >= o_.search_evaluations) break;
       if (elapsed() >= o_.budget_s) {
@@ -87,7 +82,11 @@ class Searcher {
       }
       Decomposition next = cur;
       std::string kind = move(next);
-      if (kind.empty() || next == cur) continue;  // nothing changed: no simulation spent
+      if (kind.empty() || next == cur) {  // nothing changed: no simulation spent
+        if (++idle == kMaxIdleDraws) break;  // nothing left to try (one device, say)
+        continue;
+      }
+      idle = 0;
       double t = evaluate(next, rep);
       if (std::isnan(t)) {
         rep.budget_reached = true;
@@ -148,11 +147,11 @@ class Searcher {
 
   void progress(const SearchReport& rep, const std::string& what) const {
     if (!o_.progress) return;
-    std::string line = "search: " + what + ": best " + format_s(best_s_) + " (start " + rep.start_strategy + " " +
-                       format_s(rep.start_makespan_s) + "), " + std::to_string(rep.evaluations) + " simulations in " +
-                       std::to_string(static_cast<int>(elapsed() * 10) / 10.0).substr(0, 6) + " s of " +
-                       std::to_string(static_cast<int>(o_.budget_s * 10) / 10.0).substr(0, 6) + " s";
-    o_.progress(line);
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "search: %s: best %.4g ms (start %s %.4g ms), %d simulations in %.1f s of %.1f s",
+                  what.c_str(), best_s_ * 1e3, rep.start_strategy.c_str(), rep.start_makespan_s * 1e3,
+                  rep.evaluations, elapsed(), o_.budget_s);
+    o_.progress(buf);
   }
 
   // One random move on `d`; its kind, or "" when none applies to the node drawn.

@@ -96,6 +96,17 @@ TEST(Search, IsNeverSlowerThanTheBestBaselineAndExecutesCorrectly) {
   }
 }
 
+// On one device no move changes anything: it stops by itself, not at its budget.
+TEST(Search, WithNothingToTryStopsBeforeItsBudget) {
+  Graph g = build_workload("ffn:tokens=64,dim=32,hidden=64");
+  PlanOptions o = on(machine_preset("h100-sxm-8"), 1);
+  o.budget_s = 600;
+  SearchReport r;
+  (void)search_plan(g, o, &r);
+  EXPECT_FALSE(r.budget_reached);
+  EXPECT_EQ(r.final_makespan_s, r.start_makespan_s);
+}
+
 // Timing: stops within its budget (one simulation's worth of slack: it does not start
 // one it expects to end past the budget, and the estimate is a mean). Label `timing`.
 TEST(Search, TimingStopsWithinItsBudget) {
