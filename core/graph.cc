@@ -68,8 +68,53 @@ int Graph::out_rank(NodeId id) const {
   return n.kind == NodeKind::einsum ? n.einsum.out_rank : static_cast<int>(n.shape.size());
 }
 
+std::string_view to_string(InputRole r) {
+  switch (r) {
+    case InputRole::unspecified: return "unspecified";
+    case InputRole::data: return "data";
+    case InputRole::weight: return "weight";
+  }
+  return "?";
+}
+
+namespace {
+
+// Error naming the node when an annotation does not fit it.
+void check_annotation(const Node& n, InputRole role, const IndexRoles& roles) {
+  if (n.kind != NodeKind::input && (role != InputRole::unspecified || roles.any()))
+    fail("graph: node '", n.name, "' (", to_string(n.kind), "): only inputs take a data/weight role or index roles");
+  const int rank = static_cast<int>(n.shape.size());
+  for (auto [what, dim] : {std::pair{"batch", roles.batch}, {"sequence", roles.sequence}, {"heads", roles.heads}})
+    if (dim < -1 || dim >= rank)
+      fail("graph: node '", n.name, "' (shape ", to_string(n.shape), "): the ", what, " annotation names index ", dim,
+           ", but the node has ", rank == 0 ? std::string("none") : "indices 0.." + std::to_string(rank - 1));
+}
+
+}  // namespace
+
+void Graph::annotate(NodeId id, InputRole role, IndexRoles roles) {
+  if (!id.valid() || id.index() >= nodes_.size()) fail("graph: annotate: node id ", id.value, " does not name a node");
+  Node& n = nodes_[id.index()];
+  check_annotation(n, role, roles);
+  n.role = role;
+  n.index_roles = roles;
+}
+
+std::vector<bool> weight_inputs(const Graph& g) {
+  std::vector<bool> out(g.size(), false);
+  bool annotated = false;
+  for (NodeId id : g.inputs()) annotated = annotated || g.node(id).role != InputRole::unspecified;
+  bool first = true;
+  for (NodeId id : g.inputs()) {
+    out[id.index()] = annotated ? g.node(id).role == InputRole::weight : !first;
+    first = false;
+  }
+  return out;
+}
+
 void Graph::check(const Node& n) const {
   auto where = [&] { return "node '" + n.name + "' (" + std::string(to_string(n.kind)) + ")"; };
+  check_annotation(n, n.role, n.index_roles);
   if (n.name.empty()) fail("graph: a node has an empty name");
   if (find(n.name)) fail("graph: ", where(), ": the name is already used");
   for (NodeId in : n.inputs)
@@ -178,6 +223,12 @@ NodeId GraphBuilder::input(std::string name, Shape shape) {
   n.shape = std::move(shape);
   n.dtype = dtype_;
   return add(std::move(n));
+}
+
+NodeId GraphBuilder::weight(std::string name, Shape shape, IndexRoles roles) {
+  NodeId id = input(std::move(name), std::move(shape));
+  annotate(id, InputRole::weight, roles);
+  return id;
 }
 
 NodeId GraphBuilder::einsum(std::string_view subscripts, const std::vector<NodeId>& args, std::string_view join,

@@ -48,6 +48,23 @@ struct Fill {
   friend bool operator==(const Fill&, const Fill&) = default;
 };
 
+// What a graph input holds between steps. Workloads say (and a graph JSON may): the
+// planner keeps weights resident on the devices that read them (--weights resident)
+// and its baselines split data, never weights, by batch.
+enum class InputRole : std::uint8_t { unspecified, data, weight };
+[[nodiscard]] std::string_view to_string(InputRole r);
+
+// Dimensions of an input that the baselines split by (-1 = none): data-parallel splits
+// the batch (then the sequence), megatron the attention heads and, between its
+// tensor-parallel regions, the sequence (Megatron-LM's sequence parallelism).
+struct IndexRoles {
+  int batch = -1;
+  int sequence = -1;
+  int heads = -1;
+  [[nodiscard]] bool any() const { return batch >= 0 || sequence >= 0 || heads >= 0; }
+  friend bool operator==(const IndexRoles&, const IndexRoles&) = default;
+};
+
 struct Node {
   NodeKind kind = NodeKind::input;
   std::string name;
@@ -57,6 +74,8 @@ struct Node {
   Einsum einsum;                   // kind == einsum
   std::vector<SelectPiece> pieces;  // kind == select
   Fill fill;                        // kind == fill
+  InputRole role = InputRole::unspecified;  // kind == input only
+  IndexRoles index_roles;                   // kind == input only
   friend bool operator==(const Node&, const Node&) = default;
 };
 
@@ -82,6 +101,9 @@ class Graph {
 
   // Adding nodes checks every edge and throws Error naming the node.
   NodeId add(Node node);
+  // Marks input `id` as data or weight, with the dimensions its roles name. Error naming
+  // the node when it is no input or a role names a dimension it does not have.
+  void annotate(NodeId id, InputRole role, IndexRoles roles = {});
 
   friend bool operator==(const Graph&, const Graph&) = default;
 
@@ -89,6 +111,11 @@ class Graph {
   void check(const Node& n) const;
   std::vector<Node> nodes_;
 };
+
+// Which inputs hold weights: those annotated so; in a graph that annotates none of its
+// inputs, every input but the first (the data, by the convention of hand-written
+// graphs). Indexed by NodeId; false for every other node.
+[[nodiscard]] std::vector<bool> weight_inputs(const Graph& g);
 
 // Fluent construction. Node names default to "<kind><id>" and must be unique.
 class GraphBuilder {
@@ -111,6 +138,9 @@ class GraphBuilder {
   // value on and below the diagonal of the last two dims, value_off above (causal mask).
   NodeId lower_triangular(Shape shape, double value, double value_off, std::string name = {});
   NodeId output(NodeId arg, std::string name = {});
+  // An input that holds a weight (InputRole::weight), and annotate() as Graph's.
+  NodeId weight(std::string name, Shape shape, IndexRoles roles = {});
+  void annotate(NodeId id, InputRole role, IndexRoles roles = {}) { graph_.annotate(id, role, roles); }
 
   [[nodiscard]] const Graph& graph() const { return graph_; }
   [[nodiscard]] Graph build() const { return graph_; }

@@ -98,7 +98,16 @@ json to_json(const Graph& g) {
     if (!n.inputs.empty()) o["inputs"] = inputs;
     o["dtype"] = std::string(to_string(n.dtype));
     switch (n.kind) {
-      case NodeKind::input: o["shape"] = n.shape; break;
+      case NodeKind::input: {
+        o["shape"] = n.shape;
+        if (n.role != InputRole::unspecified) o["role"] = std::string(to_string(n.role));
+        json roles = json::object();
+        if (n.index_roles.batch >= 0) roles["batch"] = n.index_roles.batch;
+        if (n.index_roles.sequence >= 0) roles["sequence"] = n.index_roles.sequence;
+        if (n.index_roles.heads >= 0) roles["heads"] = n.index_roles.heads;
+        if (!roles.empty()) o["index_roles"] = roles;
+        break;
+      }
       case NodeKind::output: break;
       case NodeKind::einsum:
         o["einsum"] = n.einsum.subscripts();
@@ -152,6 +161,33 @@ Graph graph_from_json(const json& j, std::string_view what_in) {
     if (kind == "input") {
       n.kind = NodeKind::input;
       n.shape = shape_from(o.value("shape", json()), where + ": shape");
+      if (o.contains("role")) {
+        std::string r = json_read::string(o["role"], where + ": role");
+        if (r == "data") {
+          n.role = InputRole::data;
+        } else if (r == "weight") {
+          n.role = InputRole::weight;
+        } else {
+          fail(where, ": unknown role '", r, "' (expected data or weight)");
+        }
+      }
+      if (o.contains("index_roles")) {
+        const json& ir = o["index_roles"];
+        if (!ir.is_object()) fail(where, ": index_roles must be an object such as {\"batch\": 0}");
+        for (const auto& [key, value] : ir.items()) {
+          int dim = get_field<int>(ir, key.c_str(), where + ": index_roles");
+          if (key == "batch") {
+            n.index_roles.batch = dim;
+          } else if (key == "sequence") {
+            n.index_roles.sequence = dim;
+          } else if (key == "heads") {
+            n.index_roles.heads = dim;
+          } else {
+            fail(where, ": index_roles: unknown role '", key, "' (expected batch, sequence or heads)");
+          }
+          if (dim < 0) fail(where, ": index_roles: ", key, " must name an index >= 0, got ", dim);
+        }
+      }
     } else if (kind == "output") {
       n.kind = NodeKind::output;
       if (n.inputs.size() != 1) fail(where, ": an output takes exactly one input");
@@ -234,6 +270,15 @@ json to_json(const Decomposition& d, const Graph& g) {
       for (DeviceId dv : p.agg_devices) a.push_back(dv.value);
       o["agg_devices"] = a;
     }
+    if (!p.replicas.empty()) {
+      json r = json::array();
+      for (const auto& block : p.replicas) {
+        json devs = json::array();
+        for (DeviceId dv : block) devs.push_back(dv.value);
+        r.push_back(std::move(devs));
+      }
+      o["replicas"] = r;
+    }
     nodes.push_back(std::move(o));
   }
   return {{"devices", d.num_devices}, {"nodes", nodes}};
@@ -295,6 +340,15 @@ Decomposition decomposition_from_json(const json& j, const Graph& g, std::string
       plan.agg_devices.clear();
       if (o.contains("agg_devices"))
         for (int v : get_field<std::vector<int>>(o, "agg_devices", where)) plan.agg_devices.emplace_back(v);
+      plan.replicas.clear();
+      if (o.contains("replicas"))
+        for (const auto& block : get_field<std::vector<std::vector<std::int64_t>>>(o, "replicas", where)) {
+          plan.replicas.emplace_back();
+          for (std::int64_t v : block) {
+            if (v < 0 || v >= devices) fail(where, ": replicas: device ", v, " out of range [0, ", devices, ")");
+            plan.replicas.back().emplace_back(static_cast<std::int32_t>(v));
+          }
+        }
     }
   }
   try {

@@ -4,7 +4,8 @@
 //
 // Graph JSON:
 //   {"dtype": "f32", "nodes": [
-//     {"name": "x", "kind": "input", "shape": [4, 8]},
+//     {"name": "x", "kind": "input", "shape": [4, 8], "role": "data", "index_roles": {"batch": 0}},
+//     {"name": "w", "kind": "input", "shape": [8, 8], "role": "weight"},
 //     {"name": "y", "kind": "einsum", "inputs": ["x", "w"], "einsum": "ij,jk->ik",
 //      "join": "mul(x0,x1)", "agg": "sum"},
 //     {"name": "s", "kind": "select", "inputs": ["y"], "shape": [2, 8],
@@ -15,7 +16,12 @@
 // Decomposition JSON:
 //   {"devices": 4, "nodes": [{"name": "y", "parts": [2, 2, 1], "devices": [0,1,2,3]},
 //                            {"name": "x", "bounds": [[0,1,4],[0,8]]}]}
-// Nodes left out get one block; "devices" defaults to round-robin.
+// Nodes left out get one block; "devices" defaults to round-robin. An input or fill node
+// may hold each block on further devices as well, present before the first step
+// ("replicas": one list of devices per block, as NodePlan::replicas).
+//
+// An input's "role" (data or weight) and "index_roles" (batch, sequence, heads: the
+// dimension each names) are optional annotations for the planner (core/graph.h).
 
 #include <string>
 #include <string_view>

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/json_read.h"
 #include "core/io.h"
+#include "core/topology.h"
 
 namespace tessel {
 
@@ -59,13 +60,27 @@ double Interference::compute_slowdown(int sm_count) const {
 
 // ---- routes ---------------------------------------------------------------------
 
-std::vector<LinkId> Machine::route(DeviceId src, DeviceId dst) const {
+std::vector<LinkId> Machine::route(DeviceId src, DeviceId dst, std::uint32_t channel) const {
   std::vector<LinkId> out;
-  route(src, dst, out);
+  route(src, dst, out, channel);
   return out;
 }
 
-void Machine::route(DeviceId src, DeviceId dst, std::vector<LinkId>& out) const {
+bool Machine::has_topology() const {
+  // Validation makes it all or nothing: on a topology graph every link has ends.
+  return !switches.empty() || (!links.empty() && links.front().from != kNoNode);
+}
+
+std::string Machine::node_name(std::int32_t node) const {
+  if (node >= 0 && node < num_devices()) {
+    const std::string& n = devices[static_cast<std::size_t>(node)].name;
+    return n.empty() ? "d" + std::to_string(node) : n;
+  }
+  if (node >= num_devices() && node < num_nodes()) return switches[static_cast<std::size_t>(node - num_devices())].name;
+  return "node " + std::to_string(node);
+}
+
+void Machine::route(DeviceId src, DeviceId dst, std::vector<LinkId>& out, std::uint32_t channel) const {
   if (!src.valid() || src.value >= num_devices() || !dst.valid() || dst.value >= num_devices())
     fail("machine ", name, ": no route from device ", src.value, " to device ", dst.value, " (the machine has ",
          num_devices(), " devices)");
@@ -76,6 +91,10 @@ void Machine::route(DeviceId src, DeviceId dst, std::vector<LinkId>& out) const 
       return;
     }
   if (src == dst) return;
+  if (has_topology()) {
+    router.get(*this)->route(src, dst, channel, out);
+    return;
+  }
   const Device& a = device(src);
   const Device& b = device(dst);
   const auto append = [&out](const std::vector<LinkId>& ls) { out.insert(out.end(), ls.begin(), ls.end()); };
@@ -214,6 +233,11 @@ void Machine::validate(std::string_view what_sv) const {
   }
   if (!finite_non_negative(barrier_latency_s))
     fail(what, ".barrier_latency_s: must be a finite number >= 0, got ", barrier_latency_s);
+  if (has_topology())
+    for (std::size_t i = 0; i < links.size(); ++i)
+      if (links[i].from == kNoNode || links[i].to == kNoNode)
+        fail(what, ".links[", i, "].", links[i].from == kNoNode ? "from" : "to",
+             ": on a topology graph (a machine with switches, or links with from and to) every link needs both ends");
   const std::string wi = what + ".interference";
   if (interference.comm_sms < 0) fail(wi, ".comm_sms: must be >= 0, got ", interference.comm_sms);
   for (const auto& [row, f] : {std::pair{"normal", interference.normal}, std::pair{"high", interference.high}}) {
@@ -222,6 +246,7 @@ void Machine::validate(std::string_view what_sv) const {
     if (!(std::isfinite(f.comm_slowdown) && f.comm_slowdown >= 1))
       fail(wi, ".", row, ".comm_slowdown: must be a finite number >= 1 (1 = no slowdown), got ", f.comm_slowdown);
   }
+  validate_topology(*this, what);
 }
 
 // ---- presets --------------------------------------------------------------------
@@ -434,7 +459,15 @@ std::string prefixed(const std::string& prefix, const std::string& name) { retur
 }  // namespace
 
 std::vector<std::string> machine_preset_names() {
-  return {"h100-sxm-8", "a100-sxm-8", "h100-pcie-4", "cpu", "cpu:N", "cluster:NODESxPRESET[,oversubscription=R]"};
+  return {"h100-sxm-8",
+          "a100-sxm-8",
+          "h100-pcie-4",
+          "cpu",
+          "cpu:N",
+          "cluster:NODESxPRESET[,oversubscription=R]",
+          "fat-tree:NODESxPRESET[,leaf=L][,pod=P][,spines=S][,oversubscription=R]",
+          "rail:NODESxPRESET[,group=G][,spines=S][,oversubscription=R]",
+          "torus:AxB[xC]xPRESET[,link_bytes_per_s=W]"};
 }
 
 Machine make_cluster(const Machine& node, int nodes, double oversubscription) {
@@ -511,6 +544,8 @@ Machine make_cluster(const Machine& node, int nodes, double oversubscription) {
 }
 
 Machine machine_preset(std::string_view name) {
+  if (is_topology_preset(name))
+    return topology_preset(name, [name](std::string_view inner) { return single_node_preset(inner, name); });
   if (name.starts_with("cluster:")) {
     std::string_view spec = name.substr(8);
     double oversubscription = 1.0;
@@ -628,19 +663,24 @@ json to_json(const Machine& m) {
                      {"network_out", link_names(m, h.network_out)},
                      {"network_in", link_names(m, h.network_in)}});
   json links = json::array();
-  for (const Link& l : m.links)
+  for (const Link& l : m.links) {
     links.push_back({{"name", l.name},
                      {"kind", std::string(to_string(l.kind))},
                      {"bytes_per_s", l.bytes_per_s},
                      {"latency_s", l.latency_s}});
+    if (l.from != kNoNode) links.back()["from"] = m.node_name(l.from);
+    if (l.to != kNoNode) links.back()["to"] = m.node_name(l.to);
+  }
   json devices = json::array();
-  for (const Device& d : m.devices)
+  for (const Device& d : m.devices) {
     devices.push_back({{"type", m.device_types.at(d.type).name},
                        {"host", d.host},
                        {"fabric_out", link_names(m, d.fabric_out)},
                        {"fabric_in", link_names(m, d.fabric_in)},
                        {"network_out", link_names(m, d.network_out)},
                        {"network_in", link_names(m, d.network_in)}});
+    if (!d.name.empty()) devices.back()["name"] = d.name;
+  }
   json routes = json::array();
   for (const RouteEntry& r : m.routes)
     routes.push_back({{"src", r.src.value}, {"dst", r.dst.value}, {"links", link_names(m, r.links)}});
@@ -650,9 +690,15 @@ json to_json(const Machine& m) {
       {"comm_sms", f.comm_sms},
       {"normal", {{"compute_slowdown", f.normal.compute_slowdown}, {"comm_slowdown", f.normal.comm_slowdown}}},
       {"high", {{"compute_slowdown", f.high.compute_slowdown}, {"comm_slowdown", f.high.comm_slowdown}}}};
-  return {{"name", m.name},     {"device_types", types}, {"hosts", hosts},
-          {"links", links},      {"devices", devices},    {"routes", routes},
-          {"interference", interference}, {"barrier_latency_s", m.barrier_latency_s}};
+  json out = {{"name", m.name},     {"device_types", types}, {"hosts", hosts},
+              {"links", links},      {"devices", devices},    {"routes", routes},
+              {"interference", interference}, {"barrier_latency_s", m.barrier_latency_s}};
+  if (!m.switches.empty()) {
+    json sw = json::array();
+    for (const Switch& s : m.switches) sw.push_back({{"name", s.name}});
+    out["switches"] = sw;
+  }
+  return out;
 }
 
 Machine machine_from_json(const json& j, std::string_view what_sv) {
@@ -712,6 +758,7 @@ Machine machine_from_json(const json& j, std::string_view what_sv) {
 
   const json& links = array_field_or_empty(j, "links", what);
   std::map<std::string, std::int32_t> link_by_name;
+  std::vector<std::pair<std::string, std::string>> link_ends(links.size());  // node names, resolved below
   for (std::size_t i = 0; i < links.size(); ++i) {
     const json& lj = links[i];
     std::string w = what + ".links[" + std::to_string(i) + "]";
@@ -720,6 +767,8 @@ Machine machine_from_json(const json& j, std::string_view what_sv) {
     l.kind = lj.contains("kind") ? parse_link_kind(string_field(lj, "kind", w), w + ".kind") : LinkKind::custom;
     l.bytes_per_s = number_field(lj, "bytes_per_s", w);
     l.latency_s = number_field_or(lj, "latency_s", w, 0.0);
+    if (lj.contains("from")) link_ends[i].first = string_field(lj, "from", w);
+    if (lj.contains("to")) link_ends[i].second = string_field(lj, "to", w);
     if (!link_by_name.emplace(l.name, static_cast<std::int32_t>(i)).second)
       fail(w, ".name: '", l.name, "' is used by another link");
     m.links.push_back(std::move(l));
@@ -753,6 +802,7 @@ Machine machine_from_json(const json& j, std::string_view what_sv) {
     const json& dj = devices[i];
     std::string w = what + ".devices[" + std::to_string(i) + "]";
     Device d;
+    if (dj.contains("name")) d.name = string_field(dj, "name", w);
     std::string type = string_field(dj, "type", w);
     auto it = type_by_name.find(type);
     if (it == type_by_name.end()) fail(w, ".type: unknown device type '", type, "'");
@@ -764,6 +814,24 @@ Machine machine_from_json(const json& j, std::string_view what_sv) {
     d.network_in = links_from(array_field_or_empty(dj, "network_in", w), link_by_name, w + ".network_in");
     m.devices.push_back(std::move(d));
   }
+
+  const json& switches = array_field_or_empty(j, "switches", what);
+  for (std::size_t i = 0; i < switches.size(); ++i) {
+    const std::string w = what + ".switches[" + std::to_string(i) + "]";
+    if (!switches[i].is_object()) fail(w, ": expected an object {\"name\": ...}, got ", json_read::describe(switches[i]));
+    m.switches.push_back(Switch{string_field(switches[i], "name", w)});
+  }
+  // Link ends by node name: devices (their name, or d<index>) and switches.
+  std::map<std::string, std::int32_t> node_by_name;
+  for (std::int32_t n = 0; n < m.num_nodes(); ++n) node_by_name.emplace(m.node_name(n), n);
+  for (std::size_t i = 0; i < link_ends.size(); ++i)
+    for (const auto& [key, name] : {std::pair{"from", link_ends[i].first}, std::pair{"to", link_ends[i].second}}) {
+      if (!links[i].contains(key)) continue;
+      auto it = node_by_name.find(name);
+      if (it == node_by_name.end())
+        fail(what, ".links[", i, "].", key, ": unknown node '", name, "' (not the name of a device or a switch)");
+      (key == std::string_view("from") ? m.links[i].from : m.links[i].to) = it->second;
+    }
 
   const json& routes = array_field_or_empty(j, "routes", what);
   for (std::size_t i = 0; i < routes.size(); ++i) {

@@ -12,7 +12,11 @@
 //                  network_out/_in  to and from the inter-node network (the device's NIC)
 //   links          directed (one per direction of a full-duplex connection), bandwidth and
 //                  latency; links listed by several devices are shared by them
+//   switches       (optional) the nodes of a topology graph that are not devices; on
+//                  such a machine every link has `from` and `to` nodes and routes are
+//                  shortest paths over the graph, ECMP by a hash (core/topology.h)
 //   routes         route(a, b): an explicit entry of `routes` if there is one, otherwise
+//                  on a topology graph a shortest path (core/topology.h), otherwise
 //                    same host:       a.fabric_out + b.fabric_in
 //                    different hosts: a.network_out + host(a).network_out
 //                                     + host(b).network_in + b.network_in
@@ -42,11 +46,17 @@
 // cache_capacity_bytes, cache_bytes_per_s, outer_cache_capacity_bytes,
 // outer_cache_bytes_per_s, copy_row_s, generic_row_s. Errors name the field: "machine.links[2].bytes_per_s: ...".
 //
+// A topology graph adds (core/topology.h): "switches": [{"name": "leaf0"}, ...]; on every
+// link "from" and "to" naming a device (its optional "name", else "d<index>") or a switch.
+//
 // Presets (machine_preset): h100-sxm-8, a100-sxm-8, h100-pcie-4, cpu (cpu:N),
-// cluster:NODESxPRESET[,oversubscription=R] — e.g. cluster:128xh100-sxm-8.
+// cluster:NODESxPRESET[,oversubscription=R] — e.g. cluster:128xh100-sxm-8; graphs:
+// fat-tree:..., rail:..., torus:... (core/topology.h).
 
 #include <array>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -64,12 +74,25 @@ enum class LinkKind : std::uint8_t { nvlink, pcie, nic, network, memory, custom 
 [[nodiscard]] std::string_view to_string(LinkKind k);
 [[nodiscard]] LinkKind parse_link_kind(std::string_view s, std::string_view what = "link kind");
 
+// A node of the topology graph: device d is node d, switch s is node num_devices() + s.
+inline constexpr std::int32_t kNoNode = -1;
+
 struct Link {
   std::string name;
   LinkKind kind = LinkKind::custom;
   double bytes_per_s = 0;  // per direction: links are directed
   double latency_s = 0;
+  // Its ends in the topology graph (core/topology.h), or kNoNode for both on machines
+  // that route by the device and host link lists.
+  std::int32_t from = kNoNode, to = kNoNode;
   friend bool operator==(const Link&, const Link&) = default;
+};
+
+// A node of the topology graph that is not a device: a switch, a NIC, a torus router, an
+// NVSwitch. Routes pass through switches, never through another device.
+struct Switch {
+  std::string name;
+  friend bool operator==(const Switch&, const Switch&) = default;
 };
 
 // Efficiency of a kernel by its size: the fraction of peak flop/s a task of `flops`
@@ -123,6 +146,7 @@ struct DeviceType {
 };
 
 struct Device {
+  std::string name;       // its node name in the topology graph; empty = "d<index>"
   std::int32_t type = 0;  // index into Machine::device_types
   std::int32_t host = 0;  // index into Machine::hosts
   std::vector<LinkId> fabric_out, fabric_in;
@@ -183,6 +207,28 @@ struct Interference {
   friend bool operator==(const Interference&, const Interference&) = default;
 };
 
+class TopologyRouter;
+struct Machine;
+
+// The topology's lazily built router, shared by copies of a machine until one of them is
+// assigned to: a cache, not part of the machine's value (copies compare equal).
+class RouterCache {
+ public:
+  RouterCache() = default;
+  RouterCache(const RouterCache&) {}
+  RouterCache& operator=(const RouterCache&) {
+    reset();
+    return *this;
+  }
+  friend bool operator==(const RouterCache&, const RouterCache&) { return true; }
+  [[nodiscard]] std::shared_ptr<TopologyRouter> get(const Machine& m) const;
+  void reset() const;
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::shared_ptr<TopologyRouter> router_;
+};
+
 struct Machine {
   std::string name;
   std::vector<DeviceType> device_types;
@@ -190,20 +236,32 @@ struct Machine {
   std::vector<Device> devices;
   std::vector<Link> links;
   std::vector<RouteEntry> routes;  // explicit routes; take precedence over the rules
+  // The topology graph's nodes beyond the devices (core/topology.h). A machine whose links
+  // have ends (Link::from/to) routes over that graph; one without, by the link lists.
+  std::vector<Switch> switches;
   Interference interference;
   // Under the bsp policy: the time from the end of a phase's last task until the next
   // phase's tasks may start (the barrier's synchronisation and wake-up cost). 0 = free.
   double barrier_latency_s = 0;
+  RouterCache router;  // built on the first route over a topology graph
 
   [[nodiscard]] int num_devices() const { return static_cast<int>(devices.size()); }
   [[nodiscard]] const Device& device(DeviceId d) const { return devices.at(d.index()); }
   [[nodiscard]] const DeviceType& type_of(DeviceId d) const { return device_types.at(device(d).type); }
   [[nodiscard]] const Link& link(LinkId l) const { return links.at(l.index()); }
   // The links a transfer from `src` to `dst` crosses, in order. Error naming both
-  // devices when the machine has no route between them; empty when src == dst.
-  [[nodiscard]] std::vector<LinkId> route(DeviceId src, DeviceId dst) const;
+  // devices when the machine has no route between them; empty when src == dst. On a
+  // topology graph `channel` picks among equal-cost paths (ECMP, core/topology.h).
+  [[nodiscard]] std::vector<LinkId> route(DeviceId src, DeviceId dst, std::uint32_t channel = 0) const;
   // The same into `out` (cleared first), for callers that build many routes.
-  void route(DeviceId src, DeviceId dst, std::vector<LinkId>& out) const;
+  void route(DeviceId src, DeviceId dst, std::vector<LinkId>& out, std::uint32_t channel = 0) const;
+  // Whether routes come from the topology graph (some link has ends).
+  [[nodiscard]] bool has_topology() const;
+  // Topology graph nodes: devices first, then switches.
+  [[nodiscard]] std::int32_t num_nodes() const { return num_devices() + static_cast<std::int32_t>(switches.size()); }
+  [[nodiscard]] std::string node_name(std::int32_t node) const;
+  // Call after changing a link's ends or the switches of a machine already routed.
+  void invalidate_routes() const { router.reset(); }
   [[nodiscard]] double route_latency_s(const std::vector<LinkId>& route) const;
   [[nodiscard]] double route_bytes_per_s(const std::vector<LinkId>& route) const;
   // Throws Error naming the field ("machine.links[2].bytes_per_s: ...") when a figure is
@@ -213,7 +271,8 @@ struct Machine {
 };
 
 // "h100-sxm-8", "a100-sxm-8", "h100-pcie-4", "cpu", "cpu:N",
-// "cluster:NODESxPRESET[,oversubscription=R]". Error listing the presets on an unknown name.
+// "cluster:NODESxPRESET[,oversubscription=R]", "fat-tree:...", "rail:...", "torus:..."
+// (core/topology.h). Error listing the presets on an unknown name.
 [[nodiscard]] Machine machine_preset(std::string_view name);
 [[nodiscard]] std::vector<std::string> machine_preset_names();
 // A preset name, or else the path of a machine JSON file.

@@ -203,6 +203,23 @@ void Decomposition::validate(const Graph& g) const {
     } else if (!plan.agg_devices.empty()) {
       fail("decomposition: node '", n.name, "': aggregation devices given but no aggregated index is split");
     }
+    if (!plan.replicas.empty()) {
+      if (n.kind != NodeKind::input && n.kind != NodeKind::fill)
+        fail("decomposition: node '", n.name, "': only inputs and fills may be replicated");
+      if (static_cast<std::int64_t>(plan.replicas.size()) != plan.partition.num_blocks())
+        fail("decomposition: node '", n.name, "': replicas for ", plan.replicas.size(), " blocks but it has ",
+             plan.partition.num_blocks());
+      for (std::size_t b = 0; b < plan.replicas.size(); ++b)
+        for (std::size_t i = 0; i < plan.replicas[b].size(); ++i) {
+          DeviceId d = plan.replicas[b][i];
+          if (!d.valid() || d.value >= num_devices)
+            fail("decomposition: node '", n.name, "': block ", b, ": replica device ", d.value, " out of range [0, ",
+                 num_devices, ")");
+          if (d == plan.devices[b] || (i > 0 && !(plan.replicas[b][i - 1] < d)))
+            fail("decomposition: node '", n.name, "': block ", b,
+                 ": replica devices must ascend and differ from the block's own device ", plan.devices[b].value);
+        }
+    }
   }
 }
 

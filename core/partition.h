@@ -5,7 +5,8 @@
 //
 // Decomposition: a partition for every node plus the device of every block, and for a
 // node whose aggregated indices are split, the device where each output block's
-// partial results are aggregated.
+// partial results are aggregated. A block of an input or fill may also be present on
+// further devices (replicas at rest: a weight kept on every device that reads it).
 
 #include <cstdint>
 #include <optional>
@@ -62,6 +63,11 @@ struct NodePlan {
   // partition's output indices.
   std::optional<Partition> output;
   std::vector<DeviceId> agg_devices;  // one per output block, only when aggregated indices are split
+  // Only for an input or fill: per block, the further devices that hold a copy of it
+  // before the first step (ascending, none equal to `devices`); empty = no replicas.
+  // Lowering creates every copy and reads the local one: no move for a block already
+  // present where it is read.
+  std::vector<std::vector<DeviceId>> replicas;
   friend bool operator==(const NodePlan&, const NodePlan&) = default;
 };
 

@@ -14,8 +14,6 @@
 namespace tessel {
 namespace {
 
-constexpr int kMaxStack = ScalarOp::kMaxStack;
-
 struct FnInfo {
   ScalarFn fn;
   std::string_view name;

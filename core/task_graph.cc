@@ -137,6 +137,17 @@ struct Produced {
   Partition partition;  // output partition
   std::vector<BufferId> buffers;
   std::vector<DeviceId> devices;
+  // Inputs and fills with replicas at rest: per block, the further copies (empty = none).
+  std::vector<std::vector<std::pair<DeviceId, BufferId>>> replicas;
+
+  // Block b's buffer on `device`, or an invalid id when no copy of it is there.
+  [[nodiscard]] BufferId on(std::int64_t b, DeviceId device) const {
+    if (devices[static_cast<std::size_t>(b)] == device) return buffers[static_cast<std::size_t>(b)];
+    if (!replicas.empty())
+      for (const auto& [d, buf] : replicas[static_cast<std::size_t>(b)])
+        if (d == device) return buf;
+    return BufferId();
+  }
 };
 
 class Lowering {
@@ -267,9 +278,9 @@ class Lowering {
       (void)ok;
       Rect dst_region = relative_to(inter, origin);
       Rect src_region = relative_to(inter, block);
-      BufferId src = pr.buffers[b];
-      if (pr.devices[b] != device) {
-        src = move(src, src_region, device);
+      BufferId src = pr.on(b, device);
+      if (!src.valid()) {
+        src = move(pr.buffers[b], src_region, device);
         src_region = Rect::whole(inter.shape());
       }
       touch(src, src_region, dst, dst_region, TouchOp::copy, Agg::none);
@@ -289,8 +300,9 @@ class Lowering {
     });
     assert(count >= 1);
     if (count == 1) {
-      if (only_rect == r && pr.devices[only] == device) return pr.buffers[only];
-      if (pr.devices[only] != device) return move(pr.buffers[only], relative_to(r, only_rect), device);
+      const BufferId local = pr.on(only, device);
+      if (only_rect == r && local.valid()) return local;
+      if (!local.valid()) return move(pr.buffers[only], relative_to(r, only_rect), device);
     }
     RegionKey key{producer.value, device.value, r};
     if (auto it = assembled_.find(key); it != assembled_.end()) return it->second;
@@ -301,25 +313,32 @@ class Lowering {
     return buf;
   }
 
-  // input and fill nodes: one task per block, no operands.
+  // input and fill nodes: one task per block and copy of it (replicas), no operands.
   void lower_source(NodeId id, TaskKind kind) {
     const Node& n = g_.node(id);
     const NodePlan& plan = d_.plan(id);
     Produced& pr = produced_[id.index()];
     pr.partition = plan.partition;
+    if (!plan.replicas.empty()) pr.replicas.resize(plan.replicas.size());
     for (std::int64_t b = 0; b < plan.partition.num_blocks(); ++b) {
       Rect r = plan.partition.block(b);
-      Task t;
-      t.kind = kind;
-      t.device = t.dst_device = plan.devices[b];
-      t.node = id;
-      t.block = b;
-      t.src = r;
-      t.bytes = r.elements() * dtype_bytes(n.dtype);
-      t.writes = new_buffer(t.device, r.shape(), n.dtype, Agg::none, id);
-      pr.buffers.push_back(t.writes);
-      pr.devices.push_back(t.device);
-      emit(std::move(t));
+      auto create = [&](DeviceId device) {
+        Task t;
+        t.kind = kind;
+        t.device = t.dst_device = device;
+        t.node = id;
+        t.block = b;
+        t.src = r;
+        t.bytes = r.elements() * dtype_bytes(n.dtype);
+        t.writes = new_buffer(t.device, r.shape(), n.dtype, Agg::none, id);
+        const BufferId out = t.writes;
+        emit(std::move(t));
+        return out;
+      };
+      pr.buffers.push_back(create(plan.devices[b]));
+      pr.devices.push_back(plan.devices[b]);
+      if (!plan.replicas.empty())
+        for (DeviceId d : plan.replicas[static_cast<std::size_t>(b)]) pr.replicas[static_cast<std::size_t>(b)].emplace_back(d, create(d));
     }
   }
 

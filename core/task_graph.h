@@ -2,7 +2,8 @@
 // TaskGraph: the fine-grained contract between planning and execution. lower() turns
 // a Graph and a Decomposition into tasks over buffers that live on devices:
 //
-//   input    create the block `src` of graph input `node` in buffer `writes`
+//   input    create the block `src` of graph input `node` in buffer `writes` (one task
+//            per copy of a block replicated at rest; readers use their local copy)
 //   compute  run the block kernel of `node` (einsum or fill) over join block `src`,
 //            reading `reads` (one buffer per operand), writing `writes`
 //   touch    copy or accumulate region `src` of reads[0] into region `dst` of

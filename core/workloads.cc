@@ -60,6 +60,8 @@ Graph build_chain(const Params& p) {
   auto x = g.input("X", {m, k});
   auto y = g.input("Y", {k, n});
   auto z = g.input("Z", {n, q});
+  // A matrix-chain experiment: every operand is data, moved where it is needed.
+  for (NodeId in : {x, y, z}) g.annotate(in, InputRole::data);
   auto xy = g.einsum("mk,kn->mn", {x, y}, {}, std::nullopt, "XY");
   auto xyz = g.einsum("mn,np->mp", {xy, z}, {}, std::nullopt, "XYZ");
   g.output(xyz, "out");
@@ -77,6 +79,7 @@ Graph build_chain_sum(const Params& p) {
   auto c = g.input("C", {s, small});
   auto d = g.input("D", {small, large});
   auto e = g.input("E", {large, s});
+  for (NodeId in : {a, b, c, d, e}) g.annotate(in, InputRole::data);  // EinDecomp's experiment: all data
   auto ab = g.einsum("ij,jk->ik", {a, b}, {}, std::nullopt, "AB");
   auto de = g.einsum("ij,jk->ik", {d, e}, {}, std::nullopt, "DE");
   auto cde = g.einsum("ij,jk->ik", {c, de}, {}, std::nullopt, "CDE");
@@ -89,9 +92,10 @@ Graph build_ffn(const Params& p) {
   std::int64_t t = p.integer("tokens"), d = p.integer("dim"), h = p.integer("hidden");
   GraphBuilder g(p.dtype());
   auto x = g.input("x", {t, d});
-  auto w1 = g.input("w1", {d, h});
-  auto w3 = g.input("w3", {d, h});
-  auto w2 = g.input("w2", {h, d});
+  g.annotate(x, InputRole::data, {.sequence = 0});
+  auto w1 = g.weight("w1", {d, h});
+  auto w3 = g.weight("w3", {d, h});
+  auto w2 = g.weight("w2", {h, d});
   auto gate = g.einsum("td,dh->th", {x, w1}, {}, std::nullopt, "gate");
   auto up = g.einsum("td,dh->th", {x, w3}, {}, std::nullopt, "up");
   auto act = g.map("mul(silu(x0),x1)", {gate, up}, "act");
@@ -129,16 +133,19 @@ Graph build_llama(const Params& p) {
   std::int64_t k = d / h;
   const std::string eps = "1e-05";
   GraphBuilder g(p.dtype());
+  // The activations x are data (batch, sequence); everything else is a weight, and the
+  // projections name their heads index for megatron.
   auto x = g.input("x", {b, s, d});
-  auto w_attn_norm = g.input("attn_norm", {d});
-  auto wq = g.input("wq", {d, h, k});
-  auto wk = g.input("wk", {d, h, k});
-  auto wv = g.input("wv", {d, h, k});
-  auto wo = g.input("wo", {h, k, d});
-  auto w_ffn_norm = g.input("ffn_norm", {d});
-  auto w1 = g.input("w1", {d, f});
-  auto w3 = g.input("w3", {d, f});
-  auto w2 = g.input("w2", {f, d});
+  g.annotate(x, InputRole::data, {.batch = 0, .sequence = 1});
+  auto w_attn_norm = g.weight("attn_norm", {d});
+  auto wq = g.weight("wq", {d, h, k}, {.heads = 1});
+  auto wk = g.weight("wk", {d, h, k}, {.heads = 1});
+  auto wv = g.weight("wv", {d, h, k}, {.heads = 1});
+  auto wo = g.weight("wo", {h, k, d}, {.heads = 0});
+  auto w_ffn_norm = g.weight("ffn_norm", {d});
+  auto w1 = g.weight("w1", {d, f});
+  auto w3 = g.weight("w3", {d, f});
+  auto w2 = g.weight("w2", {f, d});
 
   auto rmsnorm = [&](NodeId in, NodeId w, const std::string& tag) {
     auto ss = g.einsum("bsd,bsd->bs", {in, in}, {}, Agg::sum, tag + "_sumsq");

@@ -42,6 +42,7 @@ void DecompositionOptions::add(CLI::App& app, bool with_devices) {
                  "blocks per node: N (split every node N ways, largest index first) and/or "
                  "NODE=AxBxC,... (parts per join index of NODE)");
   app.add_option("--decomposition", decomposition_file, "decomposition JSON file (partitions and devices)");
+  app.add_option("--weights", weights, kWeightsHelp)->capture_default_str()->check(CLI::IsMember({"resident", "fetched"}));
   search.add(app);
 }
 
@@ -54,11 +55,13 @@ void SearchOptions::add(CLI::App& app, bool with_seed) {
       ->capture_default_str();
 }
 
+std::string DecompositionOptions::weights_used() const { return strategy.empty() ? "as given" : weights; }
+
 Decomposition DecompositionOptions::load(const Graph& g, const Machine* machine) const {
   if (static_cast<int>(!strategy.empty()) + static_cast<int>(!parts.empty()) +
           static_cast<int>(!decomposition_file.empty()) > 1)
     fail("give one of -s/--strategy, --parts and --decomposition");
-  if (!strategy.empty()) return decompose(g, strategy, devices, machine, search);
+  if (!strategy.empty()) return decompose(g, strategy, devices, weights, machine, search);
   if (!decomposition_file.empty()) {
     Decomposition d = decomposition_from_json(read_json_file(decomposition_file), g, decomposition_file);
     return d;
@@ -179,15 +182,35 @@ void warn_oversubscribed(int devices) {
     std::fprintf(stderr, "tessel: warning: %d devices on %u cores: timings will be oversubscribed\n", devices, cores);
 }
 
-Decomposition decompose(const Graph& g, const std::string& strategy, int devices, const Machine* machine,
-                        const SearchOptions& search) {
+Decomposition decompose(const Graph& g, const std::string& strategy, int devices, const std::string& weights,
+                        const Machine* machine, const SearchOptions& search) {
   planner::PlanOptions o;
   o.devices = devices;
-  if (machine) o.machine = *machine;
+  o.weights = planner::parse_weights(weights);
+  if (machine && machine->num_devices() >= devices) o.machine = *machine;
   o.budget_s = search.budget_s;
   o.seed = search.seed;
   o.progress = print_search_progress;
-  return planner::plan(g, strategy, o).decomposition;
+  planner::Plan p = planner::plan(g, strategy, o);
+  warn_idle(p.idle_devices, devices, strategy);
+  return std::move(p.decomposition);
+}
+
+std::string device_ranges(const std::vector<int>& devices) {
+  std::string out;
+  for (std::size_t i = 0; i < devices.size();) {
+    std::size_t j = i;
+    while (j + 1 < devices.size() && devices[j + 1] == devices[j] + 1) ++j;
+    out += (out.empty() ? "" : ", ") + std::to_string(devices[i]) + (j > i ? "-" + std::to_string(devices[j]) : "");
+    i = j + 1;
+  }
+  return out;
+}
+
+void warn_idle(const std::vector<int>& idle, int devices, const std::string& strategy) {
+  if (idle.empty()) return;
+  std::fprintf(stderr, "tessel: warning: strategy %s leaves %zu of %d devices without compute: %s\n", strategy.c_str(),
+               idle.size(), devices, device_ranges(idle).c_str());
 }
 
 void print_search_progress(const std::string& line) {

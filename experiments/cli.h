@@ -53,19 +53,29 @@ struct SearchOptions {
   void add(CLI::App& app, bool with_seed = true);
 };
 
-// -d N, -s STRATEGY | --parts SPEC | --decomposition FILE (and SearchOptions)
+// -d N, -s STRATEGY | --parts SPEC | --decomposition FILE, --weights resident|fetched,
+// and SearchOptions
 struct DecompositionOptions {
   int devices = 4;
   std::string strategy;
   std::string parts;
   std::string decomposition_file;
+  std::string weights = "resident";  // for -s (planner::Weights)
   SearchOptions search;
   void add(CLI::App& app, bool with_devices = true);
   // Without -s, --parts or --decomposition: every node split into `devices` blocks
-  // along its largest indices (split_largest). `machine`, when the command has one,
-  // is the planner's: eindecomp weighs moves by its links, search simulates on it.
+  // along its largest indices (split_largest). `machine`, when known, is the strategy's
+  // (dp-tp's nodes, the resident weights' memory check, eindecomp's link weights,
+  // search's simulations).
   [[nodiscard]] Decomposition load(const Graph& g, const Machine* machine = nullptr) const;
+  // What --weights applied to: "resident" or "fetched" under -s, "as given" otherwise.
+  [[nodiscard]] std::string weights_used() const;
 };
+
+// --weights: the help text every command shows.
+inline constexpr const char* kWeightsHelp =
+    "with -s: resident (each weight block, and each fill, present at time zero on every device that reads it: "
+    "replicated or sharded at rest, no move) or fetched (one copy each, moved to its readers every step)";
 
 // --parts: "4" splits every node into 4 blocks (largest index first);
 // "XY=2x2x1,XYZ=4x1x1" gives node XY parts 2x2x1 ...; both may be combined.
@@ -82,10 +92,12 @@ struct DecompositionOptions {
 // "72 (input 12, compute 8, touch 32, move 16, output 4)"
 [[nodiscard]] std::string task_counts(const TaskGraph& tg);
 
-// The decomposition a named planner strategy gives `g` on `devices` devices (on
-// `machine` when given: see DecompositionOptions::load).
+// The decomposition a named planner strategy gives `g` on `devices` devices, with
+// weights "resident" or "fetched" (planner::Weights), on `machine` when given. Warns on
+// stderr when a device gets no compute.
 [[nodiscard]] Decomposition decompose(const Graph& g, const std::string& strategy, int devices,
-                                      const Machine* machine = nullptr, const SearchOptions& search = {});
+                                      const std::string& weights = "resident", const Machine* machine = nullptr,
+                                      const SearchOptions& search = {});
 
 // The progress sink `search` prints to: one line overwritten in place on a terminal,
 // plain lines otherwise (stderr).
@@ -98,6 +110,11 @@ void print_search_progress(const std::string& line);
 [[nodiscard]] nlohmann::json check_outputs(const Graph& g, const std::map<std::string, Tensor>& got,
                                            const std::map<std::string, Tensor>& want, bool* ok,
                                            std::string_view backend = "cpu");
+
+// Warns on stderr when a plan leaves devices without compute (planner::Plan::idle_devices).
+void warn_idle(const std::vector<int>& idle, int devices, const std::string& strategy);
+// "0, 2-5, 7"
+[[nodiscard]] std::string device_ranges(const std::vector<int>& devices);
 
 // Warns on stderr when more CPU workers than cores are asked for.
 void warn_oversubscribed(int devices);

@@ -64,7 +64,10 @@ void add_calibrate(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("calibrate", "measure a backend and write a machine JSON the simulator accepts");
-  cmd->add_option("--backend", o->backend, "cpu or cuda")->capture_default_str();
+  cmd->add_option("--backend", o->backend,
+                  "cpu, cuda or mpi (under mpirun: the CPU figures on rank 0 with every device's worker, and the "
+                  "point-to-point latency and bandwidth between ranks as the links between their devices)")
+      ->capture_default_str();
   cmd->add_option("-d,--devices", o->devices,
                   "workers (cpu, default: every core) or devices (cuda, default 1; more devices than GPUs are virtual "
                   "devices, each described as an equal share of its GPU)")
@@ -94,7 +97,21 @@ void add_calibrate(CLI::App& app) {
       }
       return;
     }
-    if (o->backend != "cpu") fail("calibrate: unknown backend '", o->backend, "' (expected cpu or cuda)");
+    if (o->backend == "mpi") {
+      Machine m;
+      json j;
+      if (!calibrate_mpi_backend(o->devices, o->seconds, o->rounds, &m, &j)) return;  // not rank 0
+      write_file_atomic(o->out, to_json(m).dump(2) + "\n");
+      if (o->out == "-") return;
+      if (o->json_out) {
+        j["machine"] = o->out;
+        print_json(j);
+      } else {
+        std::printf("wrote %s (%d devices)\n", o->out.c_str(), m.num_devices());
+      }
+      return;
+    }
+    if (o->backend != "cpu") fail("calibrate: unknown backend '", o->backend, "' (expected cpu, cuda or mpi)");
     int devices = o->devices > 0 ? o->devices : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     warn_oversubscribed(devices);
     runtime::Calibration c = run_calibration(devices, o->seconds, o->rounds);
@@ -121,6 +138,7 @@ void add_compare(CLI::App& app) {
     CudaCliOptions cuda;
     std::string machine;
     std::string network = "flow";
+    std::string weights = "resident";
     int repeat = 5;
     int warmup = 1;
     double calibration_seconds = 0.05;
@@ -141,14 +159,16 @@ void add_compare(CLI::App& app) {
   cmd->add_option("-s,--strategy", o->strategies, "comma-separated strategies")->capture_default_str();
   cmd->add_option("--policy", o->policies, "comma-separated policies: async, bsp")->capture_default_str();
   cmd->add_option("--backend", o->backend,
-                  "cpu or cuda (GPUs: without -m calibrated once before the rounds; kernels profiled on the GPU, hot "
-                  "only)")
+                  "cpu, cuda (GPUs: without -m calibrated once before the rounds; kernels profiled on the GPU, hot "
+                  "only) or mpi (mpirun -np R tessel compare ... -m MACHINE.json from calibrate --backend mpi; "
+                  "analytic compute model)")
       ->capture_default_str();
   o->cuda.add(*cmd);
   cmd->add_option("-m,--machine", o->machine,
                   "machine JSON from `tessel calibrate` (default: calibrate here, one calibration round before each "
                   "timed round, so that both see the machine at the same moments)");
   cmd->add_option("--network", o->network, "simulator network model: flow or alpha-beta")->capture_default_str();
+  cmd->add_option("--weights", o->weights, kWeightsHelp)->capture_default_str()->check(CLI::IsMember({"resident", "fetched"}));
   cmd->add_option("--repeat", o->repeat, "measured runs per row, 1 to 10000; the median is reported")
       ->capture_default_str()
       ->check(CLI::Range(1, kMaxRepeat));
@@ -205,6 +225,7 @@ void add_compare(CLI::App& app) {
       co.machine_name = o->machine;
     }
     co.network = o->network;
+    co.weights = o->weights;
     co.repeat = o->repeat;
     co.warmup = o->warmup;
     co.calibration_seconds = o->calibration_seconds;
@@ -215,6 +236,7 @@ void add_compare(CLI::App& app) {
     co.search_budget_s = o->search_budget_s;
     co.trace_dir = o->trace_dir;
     const experiments::CompareResult res = experiments::run_compare(g, o->graph.describe(), co);
+    if (mpi_rank_and_size().first != 0) return;  // --backend mpi: rank 0 reports
     if (o->json_out)
       print_json(experiments::compare_to_json(res));
     else

@@ -42,7 +42,8 @@ std::unique_ptr<runtime::Executor> make_executor(const std::string& backend, con
     return std::make_unique<runtime::BlockExecutor>();
   }
   if (backend == "cuda") return make_cuda_executor(p, cuda);
-  fail("unknown backend '", backend, "' (expected cpu, block or cuda)");
+  if (backend == "mpi") return make_mpi_executor(p);
+  fail("unknown backend '", backend, "' (expected cpu, block, cuda or mpi)");
 }
 
 void add_workloads(CLI::App& app) {
@@ -141,7 +142,8 @@ void add_einsum(CLI::App& app) {
   cmd->add_option("--join", o->join, "scalar join function (default: product of the operands), e.g. 'add(x0,x1)'");
   cmd->add_option("--agg", o->agg, "aggregation: sum (default), max, min, prod");
   cmd->add_option("--backend", o->backend,
-                  "cpu (a worker thread per device), block (one thread, in order) or cuda (GPUs; see --gpus)")
+                  "cpu (a worker thread per device), block (one thread, in order), cuda (GPUs; see --gpus) or mpi "
+                  "(mpirun -np R tessel ...: each rank runs its share of the devices)")
       ->capture_default_str();
   o->cuda.add(*cmd);
   cmd->add_flag("--json", o->json_out, "machine-readable report on stdout");
@@ -202,6 +204,10 @@ void add_einsum(CLI::App& app) {
     }
     TaskGraph tg = lower(g, d);
     auto exec = make_executor(o->backend, "async", o->cuda);
+    if (!reports_results(*exec)) {  // an MPI rank other than 0: its share of the run, nothing else
+      (void)exec->run(g, tg, inputs);
+      return;
+    }
     auto t0 = Clock::now();
     runtime::RunResult r = exec->run(g, tg, inputs);
     double run_s = seconds_since(t0);
@@ -241,7 +247,8 @@ void add_run(CLI::App& app) {
   o->graph.add(*cmd, "chain");
   o->dec.add(*cmd);
   cmd->add_option("--backend", o->backend,
-                  "cpu (one worker thread per device), block (one thread, in order) or cuda (GPUs; see --gpus)")
+                  "cpu (one worker thread per device), block (one thread, in order), cuda (GPUs; see --gpus) or mpi "
+                  "(mpirun -np R tessel ...: each rank runs its share of the devices)")
       ->capture_default_str();
   o->cuda.add(*cmd);
   cmd->add_option("--policy", o->policy, "async (no barriers) or bsp (barriers between phases)")->capture_default_str();
@@ -262,6 +269,10 @@ void add_run(CLI::App& app) {
     TaskGraph tg = lower(g, d);
     double lower_s = seconds_since(t0);
     runtime::TensorMap inputs = runtime::random_inputs(g, o->dec.search.seed);
+    if (!reports_results(*exec)) {  // an MPI rank other than 0: its share of every run, nothing else
+      for (int rep = 0; rep < o->repeat; ++rep) (void)exec->run(g, tg, inputs);
+      return;
+    }
     t0 = Clock::now();
     runtime::TensorMap want = runtime::evaluate_reference(g, inputs);
     double ref_s = seconds_since(t0);
@@ -316,6 +327,7 @@ void add_run(CLI::App& app) {
     if (o->json_out) {
       json j = summary_json(tg);
       j["graph"] = o->graph.describe();
+      j["weights"] = o->dec.weights_used();
       j["backend"] = exec->name();
       j["policy"] = o->policy;
       j["lower_seconds"] = lower_s;

@@ -9,6 +9,7 @@
 #include "experiments/cli.h"
 #include "planner/placement.h"
 #include "planner/search.h"
+#include "planner/residency.h"
 #include "planner/strategy.h"
 
 namespace tessel::cli {
@@ -54,6 +55,7 @@ void add_plan_commands(CLI::App& app) {
     std::string machine;
     std::string dtype = "f32";
     std::string out;
+    std::string weights = "resident";
     bool json_out = false;
     SearchOptions search;
   };
@@ -67,18 +69,26 @@ void add_plan_commands(CLI::App& app) {
   std::string help = "strategy:";
   for (const auto& s : planner::strategies()) help += "\n  " + s->name() + ": " + s->help();
   cmd->add_option("-s,--strategy", o->strategy, help)->capture_default_str();
-  cmd->add_option("--placement", o->placement, "round-robin, greedy (min-max load) or locality")->capture_default_str();
+  cmd->add_option("--placement", o->placement, "round-robin, greedy (min-max load) or locality (where the operand bytes are, at most ⌈blocks/n⌉ blocks of a node per device; a device left without compute is warned about and listed in --json as idle_devices)")->capture_default_str();
   cmd->add_option("--decomposition", o->manual, "decomposition JSON for -s manual");
   cmd->add_option("-m,--machine", o->machine,
                   "machine preset or JSON: the greedy placement then weighs bytes by its flop/s per byte/s, "
                   "eindecomp weighs moved elements by the links they cross, search simulates on it");
   o->search.add(*cmd);
   cmd->add_option("--dtype", o->dtype, "element type for the machine's peak flop/s")->capture_default_str();
+  cmd->add_option("--weights", o->weights,
+                  "resident (each weight block, and each fill, present at time zero on every device that reads it: "
+                  "replicated or sharded at rest, no move; with -m, checked against each device's memory) or "
+                  "fetched (one copy each, moved to its readers every step)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"resident", "fetched"}));
   cmd->add_option("-o,--output", o->out, "write the decomposition as JSON (accepted by lower, simulate, run)");
   cmd->add_flag("--json", o->json_out, "machine-readable output");
   cmd->footer(
       "Examples:\n  tessel plan -w llama-block:model=7b -d 8 -s eindecomp\n"
       "  tessel plan -w chain-sum:skewed=1 -d 4 -s exhaustive --json\n"
+      "  tessel plan -w llama-block:model=7b,batch=8 -d 8 -s data-parallel --weights fetched\n"
+      "  tessel plan -w llama-block:model=65b,batch=4 -d 32 -s dp-tp -m cluster:4xh100-sxm-8\n"
       "  tessel plan -w ffn -d 4 -s megatron --placement greedy -o ffn4.json && tessel simulate -w ffn "
       "--decomposition ffn4.json -m h100-sxm-8");
   cmd->callback([o] {
@@ -89,6 +99,7 @@ void add_plan_commands(CLI::App& app) {
     po.placement = o->placement;
     po.manual_file = o->manual;
     po.dtype = parse_dtype(o->dtype, "--dtype");
+    po.weights = planner::parse_weights(o->weights);
     if (!o->machine.empty()) po.machine = load_machine(o->machine);
     po.budget_s = o->search.budget_s;
     po.seed = o->search.seed;
@@ -97,6 +108,7 @@ void add_plan_commands(CLI::App& app) {
     planner::Plan p = planner::plan(g, o->strategy, po);
     double plan_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!o->out.empty()) write_file_atomic(o->out, to_json(p.decomposition, g).dump(2) + "\n");
+    warn_idle(p.idle_devices, o->devices, o->strategy);
     if (o->out == "-") return;  // the decomposition went to stdout in place of the report
     const double total = p.total_cost();
     if (o->json_out) {
@@ -123,6 +135,9 @@ void add_plan_commands(CLI::App& app) {
                   {"placement", o->placement},
                   {"devices", o->devices},
                   {"blocks_per_device", o->k},
+                  {"weights", o->weights},
+                  {"resident_weight_bytes", planner::resident_weight_bytes(g, p.decomposition)},
+                  {"idle_devices", p.idle_devices},
                   {"flops_per_byte", planner::flops_per_byte(po)},
                   {"cost", total},
                   {"cost_by_kind", {{"join", join}, {"aggregation", agg}, {"repartition", rep}}},
@@ -132,8 +147,9 @@ void add_plan_commands(CLI::App& app) {
       print_json(j);
       return;
     }
-    std::printf("%s: strategy %s, %d devices x %d, placement %s, planned in %s\n", o->graph.describe().c_str(),
-                o->strategy.c_str(), o->devices, o->k, o->placement.c_str(), human_seconds(plan_s).c_str());
+    std::printf("%s: strategy %s, %d devices x %d, placement %s, weights %s, planned in %s\n",
+                o->graph.describe().c_str(), o->strategy.c_str(), o->devices, o->k, o->placement.c_str(),
+                o->weights.c_str(), human_seconds(plan_s).c_str());
     std::printf("  %-20s %-8s %-14s %7s %14s %7s\n", "node", "kind", "parts", "blocks", "cost (elems)", "share");
     for (NodeId id : g.ids()) {
       const Node& n = g.node(id);

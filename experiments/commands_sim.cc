@@ -207,6 +207,7 @@ void run_simulate(const Opts& o) {
   if (o.trace == "-" || o.machine_out == "-") return;  // a file went to stdout in place of the report
   json j = sim::to_json(r, m);
   j["input"] = what;
+  if (!collective && o.task_graph_file.empty()) j["weights"] = o.dec.weights_used();
   j["tasks"] = tg.size();
   j["interference"] = so.interference;
   j["priority"] = std::string(sim::to_string(so.priority));
@@ -266,7 +267,10 @@ void add_sim_commands(CLI::App& app) {
   cmd->add_option("--task-graph", o->task_graph_file, "task graph JSON file (instead of -w/-g)");
   cmd->add_option("-m,--machine", o->machine,
                   "machine preset (h100-sxm-8, a100-sxm-8, h100-pcie-4, cpu, cpu:N, cluster:NODESxPRESET"
-                  "[,oversubscription=R]) or machine JSON file")
+                  "[,oversubscription=R]; switch graphs: fat-tree:NODESxPRESET[,leaf=L][,pod=P][,spines=S]"
+                  "[,oversubscription=R], rail:NODESxPRESET[,group=G][,spines=S][,oversubscription=R], "
+                  "torus:AxB[xC]xPRESET[,link_bytes_per_s=W]) or machine JSON file (with \"switches\" and link "
+                  "\"from\"/\"to\": routes are shortest paths over that graph, ECMP by hash)")
       ->required();
   cmd->add_option("--network", o->network, "network model: flow or alpha-beta")->capture_default_str();
   cmd->add_option("--policy", o->policy, "async (work-conserving) or bsp (barriers per graph node)")
@@ -297,6 +301,8 @@ void add_sim_commands(CLI::App& app) {
       "  tessel simulate -w llama-block:model=65b -d 1024 -m cluster:128xh100-sxm-8 --trace t.json --trace-devices 0-7,64\n"
       "  tessel simulate --collective allreduce --bytes 1GiB -d 8 -m h100-sxm-8\n"
       "  tessel simulate --collective allreduce --bytes 1GiB -d 16 -m cluster:2xh100-sxm-8 --algorithm hierarchical\n"
+      "  tessel simulate --collective alltoall --bytes 1GiB -d 64 -m fat-tree:8xh100-sxm-8,leaf=2,pod=4,oversubscription=4\n"
+      "  tessel simulate -w llama-block:model=7b -d 64 -m torus:4x2xh100-sxm-8 --write-machine torus.json\n"
       "  tessel simulate -m h100-sxm-8 --write-machine m.json --collective alltoall --bytes 64MB -d 8");
   cmd->callback([o] { run_simulate(*o); });
 }

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/io.h"
+#include "experiments/backend.h"
 #include "experiments/cli.h"
 #include "experiments/sweep.h"
 
@@ -36,7 +37,7 @@ void add_sweep_commands(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("sweep", "simulate the cartesian product of a spec's lists; one CSV row per point");
   cmd->add_option("spec", o->spec, "sweep spec JSON (keys: workloads, devices, strategies, placements, machines, "
-                                   "networks, policies, backends; each a list)")
+                                   "networks, policies, backends, weights; each a list)")
       ->required();
   cmd->add_option("-o,--output", o->out, "results CSV: appended to, resumed if it exists")->required();
   cmd->add_option("-j,--jobs", o->jobs, "points simulated at once (default: every core)")->check(CLI::PositiveNumber);
@@ -44,9 +45,9 @@ void add_sweep_commands(CLI::App& app) {
   cmd->footer(
       "A spec is a JSON object of lists; a key left out takes the CLI's default (devices [4],\n"
       "strategies [\"split-largest\"], placements [\"round-robin\"], networks [\"flow\"], policies\n"
-      "[\"async\"], backends [\"sim\"]); workloads and machines are required. backend \"cpu\" runs the\n"
+      "[\"async\"], backends [\"sim\"], weights [\"resident\"]); workloads and machines are required. backend \"cpu\" runs the\n"
       "point on this machine's cores instead (median of 3 after a warm-up, one point at a time).\n\n"
-      "Columns: workload, devices, strategy, placement, machine, network, policy, backend, makespan_s,\n"
+      "Columns: workload, devices, strategy, placement, machine, network, policy, backend, weights, makespan_s,\n"
       "bytes_moved, peak_memory_bytes, compute_utilization, comm_utilization, tasks, events, plan_wall_s,\n"
       "lower_wall_s, sim_wall_s, error. Rows follow completion order (sort by the key columns to compare files);\n"
       "every column but the *_wall_s ones is deterministic. A point that fails is recorded with its\n"
@@ -62,6 +63,8 @@ void add_sweep_commands(CLI::App& app) {
     so.jobs = o->jobs > 0 ? o->jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     so.progress_bar = ::isatty(STDERR_FILENO) != 0;
     so.stop = [] { return g_interrupted != 0; };
+    // mpirun -np R tessel sweep ...: the points spread over the ranks, rank 0 writes.
+    if (!sweep_over_ranks(spec, so, o->jobs > 0)) return;
     g_interrupted = 0;
     auto previous = std::signal(SIGINT, on_sigint);
     experiments::SweepSummary s;

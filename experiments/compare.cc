@@ -110,14 +110,21 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
   if (o.policies.empty()) fail("--policy: empty list");
   std::vector<runtime::Policy> policies;
   for (const auto& p : o.policies) policies.push_back(runtime::parse_policy(p));
-  if (o.backend != "cpu" && o.backend != "cuda")
-    fail("compare: unknown backend '", o.backend, "' (expected cpu or cuda)");
+  if (o.backend != "cpu" && o.backend != "cuda" && o.backend != "mpi")
+    fail("compare: unknown backend '", o.backend, "' (expected cpu, cuda or mpi)");
   const bool cuda = o.backend == "cuda";
-  if (!cuda) cli::warn_oversubscribed(devices);
+  // --backend mpi: every rank runs its devices; the machine comes from `calibrate
+  // --backend mpi` (CPU figures and the measured links between ranks), and kernels are
+  // not profiled (that would run on rank 0 alone): the analytic compute model.
+  const bool mpi = o.backend == "mpi";
+  if (mpi && !o.machine)
+    fail("compare --backend mpi needs -m MACHINE.json, measured with `mpirun -np R tessel calibrate --backend mpi -d ",
+         devices, " -o MACHINE.json` (it does not calibrate between rounds)");
+  if (!cuda && !mpi) cli::warn_oversubscribed(devices);
   // Validate everything a user gave before the long work starts.
   std::vector<Decomposition> decompositions;
   for (const auto& s : o.strategies)
-    decompositions.push_back(cli::decompose(g, s, devices, o.machine ? &*o.machine : nullptr,
+    decompositions.push_back(cli::decompose(g, s, devices, o.weights, o.machine ? &*o.machine : nullptr,
                                             cli::SearchOptions{o.search_budget_s, o.seed}));
   const bool calibrated_now = !o.machine;
   if (o.machine && o.machine->num_devices() != devices)
@@ -128,11 +135,13 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
   CompareResult res;
   res.graph = graph_name;
   res.devices = devices;
+  res.backend = o.backend;
   res.machine = calibrated_now ? std::string("calibrated now") : o.machine_name;
+  res.weights = o.weights;
   res.network = o.network;
   res.repeat = o.repeat;
   res.warmup = o.warmup;
-  res.profiled = o.profiled;
+  res.profiled = o.profiled && !mpi;
   res.trace_dir = o.trace_dir;
 
   // The runs go round by round; in each round, one calibration round (without a
@@ -167,9 +176,19 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
       row.policy = policy;
       row.tg = &graphs[si];
       row.exec = cuda ? cli::make_cuda_executor(policy, o.cuda)
-                      : std::make_unique<runtime::CpuExecutor>(runtime::CpuOptions{policy, true});
+                 : mpi  ? cli::make_mpi_executor(policy)
+                        : std::make_unique<runtime::CpuExecutor>(runtime::CpuOptions{policy, true});
       plan_rows.push_back(std::move(row));
     }
+  if (mpi && !cli::reports_results(*plan_rows.front().exec)) {  // an MPI rank other than 0: its share of every run
+    runtime::TensorMap inputs = runtime::random_inputs(g, o.seed);
+    for (int round = 0; round < o.repeat; ++round)
+      for (std::size_t si = 0; si < o.strategies.size(); ++si)
+        for (Row& row : plan_rows)
+          if (row.strategy == si)
+            for (int run = 0; run <= o.warmup; ++run) (void)row.exec->run(g, *row.tg, inputs);
+    return res;
+  }
   // After the executors exist: a backend that cannot start fails before the reference,
   // the longest step of a large graph's setup.
   runtime::TensorMap inputs = runtime::random_inputs(g, o.seed);
@@ -182,7 +201,7 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
     std::fprintf(log, "calibrating the CPU backend with %d workers, one round before each timed round\n", devices);
     calibrator = std::make_unique<runtime::CpuCalibrator>(runtime::CalibrationOptions{devices, o.calibration_seconds, 1});
   }
-  const bool profiled = o.profiled;
+  const bool profiled = o.profiled && !mpi;
   // The cache model needs a per-core cache size: a calibration here always has one; a
   // given machine may not (then the cold profile would change nothing: not taken).
   bool machine_has_cache = calibrated_now && !cuda;
@@ -416,8 +435,9 @@ json compare_to_json(const CompareResult& res) {
   for (const auto& [p, t] : res.kendall_tau_by_policy) by_policy[p] = t;
   return {{"graph", res.graph},
           {"devices", res.devices},
-          {"backend", "cpu"},
+          {"backend", res.backend},
           {"machine", res.machine},
+          {"weights", res.weights},
           {"calibration", res.calibration},
           {"network", res.network},
           {"repeat", res.repeat},
@@ -441,9 +461,9 @@ void print_compare(const CompareResult& res, std::FILE* out) {
   using cli::human_seconds;
   const bool profiled = res.profiled, cache_model = res.cache_model;
   std::fprintf(out,
-               "%s on %d devices, backend cpu, machine %s, network %s, compute %s, median of %d runs "
+               "%s on %d devices, backend %s, machine %s, network %s, compute %s, median of %d runs "
                "(each after %d warm-up)\n\n",
-               res.graph.c_str(), res.devices, res.machine.c_str(), res.network.c_str(),
+               res.graph.c_str(), res.devices, res.backend.c_str(), res.machine.c_str(), res.network.c_str(),
                profiled ? (cache_model ? "profiled kernels (hot and cold, cache model)" : "profiled kernels (hot)")
                         : "analytic",
                res.repeat, res.warmup);

@@ -27,13 +27,14 @@ namespace tessel::experiments {
 
 struct CompareOptions {
   int devices = 2;
-  std::string backend = "cpu";  // cpu or cuda
+  std::string backend = "cpu";  // cpu, cuda or mpi (under mpirun; needs `machine`, analytic compute model)
   cli::CudaCliOptions cuda;     // --backend cuda: GPUs, moves, stream priority, tf32
   std::vector<std::string> strategies{"eindecomp", "data-parallel", "megatron"};
   std::vector<std::string> policies{"async", "bsp"};
   std::optional<Machine> machine;  // none: calibrate here, one round before each timed round
   std::string machine_name;        // for reports: the file it came from
   std::string network = "flow";
+  std::string weights = "resident";  // planner::Weights: resident or fetched
   int repeat = 5;
   int warmup = 1;
   double calibration_seconds = 0.05;
@@ -83,7 +84,9 @@ struct TaskKindError {
 struct CompareResult {
   std::string graph;
   int devices = 0;
+  std::string backend = "cpu";
   std::string machine;  // "calibrated now" or the given name
+  std::string weights;  // resident or fetched
   nlohmann::json calibration;  // null unless calibrated here
   std::string network;
   int repeat = 0, warmup = 0;

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "core/error.h"
+#include "experiments/backend.h"
 #include "experiments/cli.h"
 
 int main(int argc, char** argv) {
@@ -31,21 +32,21 @@ int main(int argc, char** argv) {
   } catch (const CLI::Error& e) {
     // --help and --version arrive as errors with exit code 0: CLI11 prints them.
     if (e.get_exit_code() == 0) return app.exit(e);
-    std::cerr << "tessel: error: " << e.what() << "\n(run `tessel --help` or `tessel COMMAND --help` for usage)\n";
-    return code(ExitCode::usage);
+    return tessel::cli::error_exit(code(ExitCode::usage),
+                                   std::string("tessel: error: ") + e.what() +
+                                       "\n(run `tessel --help` or `tessel COMMAND --help` for usage)",
+                                   &e);
   } catch (const tessel::ResourceError& e) {
-    std::cerr << "tessel: error: " << e.what() << '\n';
-    return code(ExitCode::resource);
+    return tessel::cli::error_exit(code(ExitCode::resource), std::string("tessel: error: ") + e.what(), &e);
   } catch (const tessel::Error& e) {
-    std::cerr << "tessel: error: " << e.what() << '\n';
-    return code(ExitCode::user_error);
-  } catch (const std::bad_alloc&) {
-    std::cerr << "tessel: error: out of memory (a request too large for this machine: fewer devices, a smaller "
-                 "workload or a machine with more memory)\n";
-    return code(ExitCode::resource);
+    return tessel::cli::error_exit(code(ExitCode::user_error), std::string("tessel: error: ") + e.what(), &e);
+  } catch (const std::bad_alloc& e) {
+    return tessel::cli::error_exit(code(ExitCode::resource),
+                                   "tessel: error: out of memory (a request too large for this machine: fewer devices, "
+                                   "a smaller workload or a machine with more memory)",
+                                   &e);
   } catch (const std::exception& e) {
-    std::cerr << "tessel: internal error: " << e.what() << '\n';
-    return code(ExitCode::internal);
+    return tessel::cli::error_exit(code(ExitCode::internal), std::string("tessel: internal error: ") + e.what(), &e);
   }
   return code(ExitCode::ok);
 }

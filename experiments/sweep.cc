@@ -81,8 +81,8 @@ std::string human_duration(double s) {
 }  // namespace
 
 const std::vector<std::string>& sweep_keys() {
-  static const std::vector<std::string> keys{"workload", "devices", "strategy", "placement",
-                                             "machine",  "network", "policy",   "backend"};
+  static const std::vector<std::string> keys{"workload", "devices", "strategy", "placement", "machine",
+                                             "network",  "policy",  "backend",  "weights"};
   return keys;
 }
 
@@ -98,13 +98,13 @@ const std::vector<std::string>& sweep_columns() {
 }
 
 std::vector<std::string> SweepPoint::key() const {
-  return {workload, std::to_string(devices), strategy, placement, machine, network, policy, backend};
+  return {workload, std::to_string(devices), strategy, placement, machine, network, policy, backend, weights};
 }
 
 SweepSpec parse_sweep_spec(const json& j, const std::string& what) {
   if (!j.is_object()) fail(what, ": a sweep spec must be a JSON object of lists");
-  static const std::vector<std::string> spec_keys{"workloads", "devices",  "strategies", "placements",
-                                                  "machines",  "networks", "policies",   "backends"};
+  static const std::vector<std::string> spec_keys{"workloads", "devices",  "strategies", "placements", "machines",
+                                                  "networks",  "policies", "backends",   "weights"};
   for (const auto& [k, v] : j.items())
     if (std::find(spec_keys.begin(), spec_keys.end(), k) == spec_keys.end())
       fail(what, ": unknown key \"", k, "\" (valid: ", join(spec_keys), ")");
@@ -150,6 +150,8 @@ SweepSpec parse_sweep_spec(const json& j, const std::string& what) {
   check_member(s.policies, {"async", "bsp"}, "policies", "policy", what);
   if (j.contains("backends")) s.backends = string_list(j["backends"], "backends", what);
   check_member(s.backends, {"sim", "cpu"}, "backends", "backend", what);
+  if (j.contains("weights")) s.weights = string_list(j["weights"], "weights", what);
+  check_member(s.weights, {"resident", "fetched"}, "weights", "weights setting", what);
   return s;
 }
 
@@ -162,7 +164,8 @@ std::vector<SweepPoint> sweep_points(const SweepSpec& s) {
           for (const auto& m : s.machines)
             for (const auto& n : s.networks)
               for (const auto& po : s.policies)
-                for (const auto& b : s.backends) out.push_back({w, d, st, pl, m, n, po, b});
+                for (const auto& b : s.backends)
+                  for (const auto& wt : s.weights) out.push_back({w, d, st, pl, m, n, po, b, wt});
   return out;
 }
 
@@ -175,6 +178,7 @@ SweepOutcome run_sweep_point(const SweepPoint& p) {
     po.devices = p.devices;
     po.placement = p.placement;
     po.machine = m;
+    po.weights = planner::parse_weights(p.weights);
     auto t0 = Clock::now();
     const planner::Plan plan = planner::plan(g, p.strategy, po);
     o.plan_wall_s = seconds_since(t0);
@@ -406,6 +410,15 @@ SweepSummary run_sweep(const SweepSpec& spec, const std::string& path, const Swe
     std::fflush(options.log);
   };
 
+  if (options.distribute) {  // an MPI job: the points spread over the ranks
+    std::vector<const SweepPoint*> all = sim_todo;
+    all.insert(all.end(), cpu_todo.begin(), cpu_todo.end());
+    options.distribute(all, finished);
+    ::close(fd);
+    if (options.progress_bar && summary.done != todo) std::fprintf(options.log, "\n");
+    summary.wall_s = seconds_since(t_start);
+    return summary;
+  }
   std::atomic<std::size_t> next{0};
   std::atomic<bool> stopped{false};
   auto worker = [&](const std::vector<const SweepPoint*>& list) {

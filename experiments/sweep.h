@@ -15,6 +15,7 @@
 //   backends    sim | cpu                             (default ["sim"]; cpu: measured on
 //               this machine's cores, median of 3 runs after one warm-up, run one point
 //               at a time whatever --jobs says)
+//   weights     resident | fetched                    (default ["resident"], as --weights)
 // Points are enumerated in that key order, the last key varying fastest.
 
 #include <atomic>
@@ -38,6 +39,7 @@ struct SweepSpec {
   std::vector<std::string> networks{sim::SimOptions{}.network};
   std::vector<std::string> policies{"async"};
   std::vector<std::string> backends{"sim"};
+  std::vector<std::string> weights{"resident"};
 };
 
 // One point of the product, its key columns as text.
@@ -45,6 +47,7 @@ struct SweepPoint {
   std::string workload;
   int devices = 0;
   std::string strategy, placement, machine, network, policy, backend;
+  std::string weights = "resident";
   [[nodiscard]] std::vector<std::string> key() const;
 };
 
@@ -94,6 +97,11 @@ struct SweepOptions {
   std::function<bool()> stop = [] { return false; };
   // Called before each point starts (tests use it to stop a sweep halfway).
   std::function<void(const SweepPoint&)> on_start;
+  // Set by an MPI job (commands_mpi.cc, rank 0): runs the points still to run (in the
+  // order given, pointers into sweep_points(spec)) over the ranks, calling `finished`
+  // (thread-safe) for each as it completes, wherever it ran. Unset: every point here.
+  using Finished = std::function<void(const SweepPoint&, const SweepOutcome&)>;
+  std::function<void(const std::vector<const SweepPoint*>& todo, const Finished& finished)> distribute;
 };
 
 struct SweepSummary {

@@ -54,45 +54,87 @@ Decomposition place(const Graph& g, const Partitioning& parts, int devices, std:
     fail("unknown placement '", placement, "' (known: ", names, ")");
   }
   Decomposition d = decomposition_from_parts(g, devices, parts.join);  // round-robin
-  for (NodeId id : g.ids())
+  std::vector<char> placed(g.size(), 0);  // by the strategy itself
+  for (NodeId id : g.ids()) {
+    NodePlan& plan = d.nodes[id.index()];
     if (!parts.output.empty() && !parts.output[id.index()].empty())
-      d.nodes[id.index()].output = Partition::even(g.node(id).shape, parts.output[id.index()]);
-  if (placement == "round-robin") return d;
-  std::vector<double> load(static_cast<std::size_t>(devices), 0.0);
+      plan.output = Partition::even(g.node(id).shape, parts.output[id.index()]);
+    if (!parts.devices.empty() && !parts.devices[id.index()].empty()) {
+      plan.devices.clear();
+      for (int dev : parts.devices[id.index()]) plan.devices.emplace_back(dev);
+      if (!parts.agg_devices.empty())
+        for (int dev : parts.agg_devices[id.index()]) plan.agg_devices.emplace_back(dev);
+      placed[id.index()] = 1;
+    }
+  }
+  if (placement == "round-robin") {
+    // A node aggregating into a finer partition than its join partition's output
+    // indices: the first partial's device would take several output blocks (all of them
+    // when only aggregated indices are split); spread them instead.
+    for (NodeId id : g.ids()) {
+      NodePlan& plan = d.nodes[id.index()];
+      if (placed[id.index()] || !plan.output || partials_per_output_block(g, id, plan.partition) < 2) continue;
+      if (plan.partition.prefix(g.out_rank(id)).num_blocks() >= plan.output->num_blocks()) continue;
+      plan.agg_devices.clear();
+      for (std::int64_t o = 0; o < plan.output->num_blocks(); ++o)
+        plan.agg_devices.emplace_back(static_cast<std::int32_t>(o % devices));
+    }
+    d.validate(g);
+    return d;
+  }
+  std::vector<double> load(static_cast<std::size_t>(devices), 0.0);     // greedy: weighted cost
+  std::vector<double> compute(static_cast<std::size_t>(devices), 0.0);  // locality: flops so far
   for (NodeId id : g.ids()) {
     NodePlan& plan = d.nodes[id.index()];
     const Node& n = g.node(id);
-    for (std::int64_t b = 0; b < plan.partition.num_blocks(); ++b) {
-      if (n.kind == NodeKind::input || n.kind == NodeKind::fill) continue;  // loaded where first needed: keep
-      std::vector<double> have = operand_bytes_by_device(g, d, id, b);
-      double total = 0;
-      for (double h : have) total += h;
-      Rect j = plan.partition.block(b);
-      double flops = n.kind == NodeKind::einsum ? n.einsum.flops_per_join_element() * static_cast<double>(j.elements()) : 0;
-      int best = static_cast<int>(b % devices);
-      if (placement == "locality") {
-        double most = 0;
-        for (int dev = 0; dev < devices; ++dev)
-          if (have[static_cast<std::size_t>(dev)] > most) {
-            most = have[static_cast<std::size_t>(dev)];
-            best = dev;
+    if (n.kind == NodeKind::input || n.kind == NodeKind::fill) continue;  // loaded where first needed: keep
+    const std::int64_t blocks = plan.partition.num_blocks();
+    if (!placed[id.index()]) {
+      // locality's bound: at most ⌈blocks / n⌉ blocks of this node per device, and as
+      // many devices used as there are blocks (up to n).
+      const std::int64_t cap = (blocks + devices - 1) / devices;
+      const std::int64_t want_used = std::min<std::int64_t>(blocks, devices);
+      std::vector<std::int64_t> count(static_cast<std::size_t>(devices), 0);
+      std::int64_t used = 0;
+      for (std::int64_t b = 0; b < blocks; ++b) {
+        std::vector<double> have = operand_bytes_by_device(g, d, id, b);
+        double total = 0;
+        for (double h : have) total += h;
+        Rect j = plan.partition.block(b);
+        double flops = n.kind == NodeKind::einsum ? n.einsum.flops_per_join_element() * static_cast<double>(j.elements()) : 0;
+        int best = static_cast<int>(b % devices);
+        if (placement == "locality") {
+          const bool must_be_new = blocks - b <= want_used - used;
+          best = -1;
+          for (int dev = 0; dev < devices; ++dev) {
+            const auto u = static_cast<std::size_t>(dev);
+            if (count[u] >= cap || (must_be_new && count[u] > 0)) continue;
+            if (best < 0) {
+              best = dev;
+              continue;
+            }
+            const auto bu = static_cast<std::size_t>(best);
+            if (have[u] > have[bu] || (have[u] == have[bu] && compute[u] < compute[bu])) best = dev;
           }
-      } else {  // greedy: the lowest resulting load
-        double lowest = std::numeric_limits<double>::infinity();
-        for (int dev = 0; dev < devices; ++dev) {
-          double cost = load[static_cast<std::size_t>(dev)] + flops + flops_per_byte * (total - have[static_cast<std::size_t>(dev)]);
-          if (cost < lowest) {
-            lowest = cost;
-            best = dev;
+          if (count[static_cast<std::size_t>(best)]++ == 0) ++used;
+          compute[static_cast<std::size_t>(best)] += flops;
+        } else {  // greedy: the lowest resulting load
+          double lowest = std::numeric_limits<double>::infinity();
+          for (int dev = 0; dev < devices; ++dev) {
+            double cost = load[static_cast<std::size_t>(dev)] + flops + flops_per_byte * (total - have[static_cast<std::size_t>(dev)]);
+            if (cost < lowest) {
+              lowest = cost;
+              best = dev;
+            }
           }
+          load[static_cast<std::size_t>(best)] += flops + flops_per_byte * (total - have[static_cast<std::size_t>(best)]);
         }
-        load[static_cast<std::size_t>(best)] += flops + flops_per_byte * (total - have[static_cast<std::size_t>(best)]);
+        plan.devices[static_cast<std::size_t>(b)] = DeviceId(best);
       }
-      plan.devices[static_cast<std::size_t>(b)] = DeviceId(best);
     }
     // Aggregate split partials where most of their volume already is.
     const std::int64_t partials = partials_per_output_block(g, id, plan.partition);
-    if (partials > 1) {
+    if (partials > 1 && !placed[id.index()]) {
       plan.agg_devices.clear();
       const Partition prefix = plan.partition.prefix(g.out_rank(id));
       const Partition out = plan.output ? *plan.output : prefix;
@@ -111,6 +153,21 @@ Decomposition place(const Graph& g, const Partitioning& parts, int devices, std:
   }
   d.validate(g);
   return d;
+}
+
+std::vector<int> idle_devices(const Graph& g, const Decomposition& d) {
+  std::vector<char> busy(static_cast<std::size_t>(d.num_devices), 0);
+  bool any = false;
+  for (NodeId id : g.ids()) {
+    if (g.node(id).kind != NodeKind::einsum) continue;
+    any = true;
+    for (DeviceId dev : d.plan(id).devices) busy[dev.index()] = 1;
+  }
+  std::vector<int> idle;
+  if (!any) return idle;
+  for (int dev = 0; dev < d.num_devices; ++dev)
+    if (!busy[static_cast<std::size_t>(dev)]) idle.push_back(dev);
+  return idle;
 }
 
 }  // namespace tessel::planner

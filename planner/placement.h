@@ -1,12 +1,18 @@
 #pragma once
 // Placement: which device runs each block of a partitioned graph.
 //
-//   round-robin  block b of every node on device b mod n
+//   round-robin  block b of every node on device b mod n; partials aggregated at the
+//                first partial's device, or, when a node aggregates into a finer output
+//                partition than its own output indices give, output block o on o mod n
 //   greedy       EinDecomp's min-max rule: nodes in order, each block on the device
 //                where (its load so far + the block's flops + flops_per_byte × bytes that
 //                must arrive) is lowest; partials aggregated where most of them are
 //   locality     the device that already holds the largest share of the block's
-//                operand bytes (round-robin when none does)
+//                operand bytes, under a bound: no device takes more than ⌈blocks / n⌉
+//                blocks of one node, and a node with at least n blocks uses every
+//                device (ties: the device with the least compute so far)
+//
+// A node the strategy placed itself (Partitioning::devices) is left as it is.
 
 #include <string>
 #include <string_view>
@@ -24,5 +30,8 @@ namespace tessel::planner {
 struct Partitioning;
 [[nodiscard]] Decomposition place(const Graph& g, const Partitioning& parts, int devices,
                                   std::string_view placement, double flops_per_byte = 1000);
+
+// Devices that run no block of any einsum under `d` (empty when the graph has none).
+[[nodiscard]] std::vector<int> idle_devices(const Graph& g, const Decomposition& d);
 
 }  // namespace tessel::planner

@@ -11,6 +11,7 @@
 #include "core/task_graph.h"
 #include "planner/eindecomp.h"
 #include "planner/placement.h"
+#include "planner/residency.h"
 #include "sim/simulator.h"
 
 namespace tessel::planner {
@@ -82,6 +83,8 @@ class Searcher {
       }
       Decomposition next = cur;
       std::string kind = move(next);
+      // Weights at rest follow the blocks that read them, as plan() makes them.
+      if (!kind.empty() && o_.weights == Weights::resident) make_resident(g_, next);
       if (kind.empty() || next == cur) {  // nothing changed: no simulation spent
         if (++idle == kMaxIdleDraws) break;  // nothing left to try (one device, say)
         continue;
@@ -286,6 +289,8 @@ Plan search_plan(const Graph& g, const PlanOptions& o, SearchReport* report) {
     parts.output.push_back(np.output ? np.output->parts() : Parts{});
   }
   p.costs = evaluate(g, parts);
+  if (o.weights == Weights::resident) check_resident_memory(g, p.decomposition, *o.machine);
+  p.idle_devices = idle_devices(g, p.decomposition);
   return p;
 }
 

@@ -11,8 +11,10 @@
 
 #include "core/error.h"
 #include "core/io.h"
+#include "planner/baselines.h"
 #include "planner/eindecomp.h"
 #include "planner/placement.h"
+#include "planner/residency.h"
 #include "planner/search.h"
 
 namespace tessel::planner {
@@ -68,6 +70,15 @@ void fill_unplanned(const Graph& g, std::vector<Parts>& parts, const std::vector
     if (n.kind == NodeKind::output) parts[id.index()] = out_of(n.inputs[0]);
   }
 }
+
+}  // namespace detail
+
+namespace {
+
+using detail::fill_unplanned;
+using detail::is_leaf;
+using detail::is_planned;
+using detail::require_power_of_two;
 
 bool splits_aggregation(const Graph& g, NodeId id, const Parts& p) {
   for (int j = g.out_rank(id); j < static_cast<int>(p.size()); ++j)
@@ -148,116 +159,7 @@ class Exhaustive final : public Strategy {
   }
 };
 
-// ---- baselines -----------------------------------------------------------------
-
-// Splits `blocks` (a power of two, or any count for the greedy fallback) over the
-// indices `order` of `shape`, first index first, each capped at its size.
-Parts split_in_order(const Shape& shape, const std::vector<int>& order, int blocks) {
-  Parts p(shape.size(), 1);
-  int left = blocks;
-  for (int j : order) {
-    while (left > 1 && left % 2 == 0 && static_cast<std::int64_t>(p[static_cast<std::size_t>(j)]) * 2 <= shape[static_cast<std::size_t>(j)]) {
-      p[static_cast<std::size_t>(j)] *= 2;
-      left /= 2;
-    }
-  }
-  return p;
-}
-
-// Labels flowing through the graph: the join index (per node) that carries a tracked
-// dimension of the data input, or -1. Input nodes' join indices are their dimensions.
-std::vector<int> follow(const Graph& g, NodeId source, int dim) {
-  std::vector<int> label(g.size(), -1);
-  label[source.index()] = dim;
-  for (NodeId id : g.ids()) {
-    const Node& n = g.node(id);
-    if (n.kind == NodeKind::einsum) {
-      for (std::size_t i = 0; i < n.inputs.size() && label[id.index()] < 0; ++i) {
-        // The producer's label is a join index; it flows on only if it is an output index
-        // (then it is also the operand's dimension of that number).
-        int l = label[n.inputs[i].index()];
-        if (l >= 0 && l < g.out_rank(n.inputs[i])) label[id.index()] = n.einsum.inputs[i][static_cast<std::size_t>(l)];
-      }
-    } else if (n.kind == NodeKind::output || n.kind == NodeKind::select) {
-      if (!n.inputs.empty() && label[n.inputs[0].index()] >= 0 && g.node(n.inputs[0]).shape == n.shape)
-        label[id.index()] = label[n.inputs[0].index()];
-    }
-  }
-  return label;
-}
-
-NodeId data_input(const Graph& g) {
-  auto in = g.inputs();
-  if (in.empty()) fail("this strategy needs a graph with an input node");
-  return in.front();  // built-in workloads declare the data (activations) first
-}
-
-class DataParallel final : public Strategy {
- public:
-  std::string name() const override { return "data-parallel"; }
-  std::string help() const override {
-    return "the data input's leading index (batch, then the next: tokens) split everywhere; weights whole";
-  }
-  Partitioning partition(const Graph& g, const PlanOptions& o) const override {
-    NodeId x = data_input(g);
-    auto first = follow(g, x, 0);
-    auto second = g.node(x).shape.size() > 1 ? follow(g, x, 1) : std::vector<int>(g.size(), -1);
-    std::vector<Parts> parts(g.size());
-    for (NodeId id : g.ids()) {
-      if (!is_planned(g, id)) continue;
-      std::vector<int> order;
-      if (first[id.index()] >= 0) order.push_back(first[id.index()]);
-      if (second[id.index()] >= 0) order.push_back(second[id.index()]);
-      parts[id.index()] = split_in_order(g.join_shape(id), order, o.devices * o.blocks_per_device);
-    }
-    fill_unplanned(g, parts);
-    return {parts, {}};
-  }
-};
-
-class Megatron final : public Strategy {
- public:
-  std::string name() const override { return "megatron"; }
-  std::string help() const override {
-    return "tensor parallel: projections column- then row-split, attention heads split; the rest whole";
-  }
-  Partitioning partition(const Graph& g, const PlanOptions& o) const override {
-    const NodeId x = data_input(g);
-    const int blocks = o.devices * o.blocks_per_device;
-    std::vector<int> sharded(g.size(), -1);  // join index of each node that is split
-    std::vector<Parts> parts(g.size());
-    auto is_weight = [&](NodeId id) { return g.node(id).kind == NodeKind::input && id != x; };
-    for (NodeId id : g.ids()) {
-      const Node& n = g.node(id);
-      if (n.kind != NodeKind::einsum) continue;
-      int j = -1;
-      // Row split: an operand arrives split on an index this node contracts or keeps.
-      for (std::size_t i = 0; i < n.inputs.size() && j < 0; ++i) {
-        int s = sharded[n.inputs[i].index()];
-        if (s >= 0 && g.node(n.inputs[i]).kind != NodeKind::input) j = n.einsum.inputs[i][static_cast<std::size_t>(s)];
-      }
-      // Column split: a weight's index that reaches the output (the largest such).
-      if (j < 0 && n.einsum.is_contraction()) {
-        for (std::size_t i = 0; i < n.inputs.size(); ++i) {
-          if (!is_weight(n.inputs[i])) continue;
-          for (int idx : n.einsum.inputs[i])
-            if (idx < n.einsum.out_rank && (j < 0 || n.einsum.join_shape[static_cast<std::size_t>(idx)] >
-                                                        n.einsum.join_shape[static_cast<std::size_t>(j)]))
-              j = idx;
-        }
-      }
-      // After a row split the output is whole again (aggregated): only output indices carry on.
-      if (j >= 0) {
-        parts[id.index()] = split_in_order(n.einsum.join_shape, {j}, blocks);
-        sharded[id.index()] = j < n.einsum.out_rank ? j : -1;
-      }
-    }
-    for (NodeId id : g.ids())
-      if (is_planned(g, id) && parts[id.index()].empty()) parts[id.index()] = Parts(g.join_shape(id).size(), 1);
-    fill_unplanned(g, parts);
-    return {parts, {}};
-  }
-};
+// ---- baselines (data-parallel, megatron, dp-tp: baselines.cc) ---------------------
 
 class SqrtSplit final : public Strategy {
  public:
@@ -343,8 +245,9 @@ const std::vector<std::unique_ptr<Strategy>>& strategies() {
     std::vector<std::unique_ptr<Strategy>> v;
     v.push_back(make_eindecomp());
     v.push_back(std::make_unique<Exhaustive>());
-    v.push_back(std::make_unique<DataParallel>());
-    v.push_back(std::make_unique<Megatron>());
+    v.push_back(make_data_parallel());
+    v.push_back(make_megatron());
+    v.push_back(make_dp_tp());
     v.push_back(std::make_unique<SqrtSplit>());
     v.push_back(std::make_unique<BlockPerDevice>());
     v.push_back(std::make_unique<SplitLargest>());
@@ -431,7 +334,20 @@ Plan plan(const Graph& g, std::string_view name, const PlanOptions& o) {
   Partitioning p = strategy->partition(g, o);
   result.costs = evaluate(g, p);
   result.decomposition = place(g, p, o.devices, o.placement, flops_per_byte(o));
+  if (o.weights == Weights::resident) {
+    make_resident(g, result.decomposition);
+    if (o.machine) check_resident_memory(g, result.decomposition, *o.machine);
+  }
+  result.idle_devices = idle_devices(g, result.decomposition);
   return result;
+}
+
+std::string_view to_string(Weights w) { return w == Weights::resident ? "resident" : "fetched"; }
+
+Weights parse_weights(std::string_view text) {
+  if (text == "resident") return Weights::resident;
+  if (text == "fetched") return Weights::fetched;
+  fail("--weights '", text, "': expected resident or fetched");
 }
 
 }  // namespace tessel::planner

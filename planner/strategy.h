@@ -6,11 +6,12 @@
 //   eindecomp         EinDecomp's dynamic program over trees of the graph (cost.h)
 //   exhaustive        every combination of candidate partitions: the global optimum of
 //                     the same cost, for small graphs (the check on eindecomp)
-//   data-parallel     the data input's leading index (then its next) split everywhere
-//                     it flows; weights whole
-//   megatron          tensor parallel: the index a weight shares with the output split
-//                     (column), the contracted one in the next projection (row);
-//                     attention heads split
+//   data-parallel     the batch split everywhere it flows (then the sequence); weights
+//                     whole, resident and replicated on every device (baselines.h)
+//   megatron          Megatron-LM tensor parallelism: attention split by heads, the
+//                     projections column- then row-parallel, the sequence split between
+//                     them; weights resident in their shards (baselines.h)
+//   dp-tp             megatron inside each node, data parallel across nodes (baselines.h)
 //   sqrt-split        every contraction's output indices split √n ways each (n ways in all)
 //   block-per-device  one block per device along each node's largest output index
 //   split-largest     every node cut into n blocks along its largest indices
@@ -36,6 +37,16 @@
 
 namespace tessel::planner {
 
+// Where the weights (graph inputs annotated as weights, core/graph.h) are at time zero:
+//   resident  every block of a weight, and of a fill, is present on each device that
+//             reads it (replicated or sharded at rest, as a strategy keeps them between
+//             steps): no move, memory on every holder. The default.
+//   fetched   each block on one device, moved to its readers in every step (the first
+//             step of a run).
+enum class Weights : std::uint8_t { resident, fetched };
+[[nodiscard]] std::string_view to_string(Weights w);
+[[nodiscard]] Weights parse_weights(std::string_view text);  // Error naming the text
+
 struct PlanOptions {
   int devices = 1;
   int blocks_per_device = 1;  // k: n·k blocks per node
@@ -56,6 +67,7 @@ struct PlanOptions {
   std::uint64_t seed = 1;
   std::int64_t search_evaluations = 0;
   std::function<void(const std::string&)> progress;
+  Weights weights = Weights::resident;
 };
 
 // Parts per index of every node's join space, and for einsums whose aggregated indices
@@ -64,6 +76,10 @@ struct PlanOptions {
 struct Partitioning {
   std::vector<Parts> join;
   std::vector<Parts> output;  // empty, or one per node (each possibly empty)
+  // Empty, or one per node (each possibly empty): the device of every join block and of
+  // every aggregated output block, for a strategy that places a node itself (dp-tp keeps
+  // each tensor-parallel group inside a node); the placement leaves such nodes alone.
+  std::vector<std::vector<int>> devices = {}, agg_devices = {};
   [[nodiscard]] Parts output_of(const Graph& g, NodeId id) const;
 };
 
@@ -82,6 +98,9 @@ struct Plan {
   Decomposition decomposition;
   std::vector<NodeCost> costs;  // per node
   std::shared_ptr<const SearchReport> search;  // what `search` did; null for the others
+  // Devices that run no compute block of any einsum, select or fill: the CLI warns and
+  // reports them (placement.h).
+  std::vector<int> idle_devices;
   [[nodiscard]] double total_cost() const;
 };
 
@@ -97,8 +116,10 @@ class Strategy {
 [[nodiscard]] const std::vector<std::unique_ptr<Strategy>>& strategies();
 [[nodiscard]] std::vector<std::string> strategy_names();
 
-// Plans `g` with the named strategy and placement. Error naming the strategy, the
-// device counts it can serve, or the graph's size against exhaustive's limit.
+// Plans `g` with the named strategy and placement, then (options.weights resident) makes
+// the weights resident (residency.h). Error naming the strategy, the device counts it
+// can serve, or the graph's size against exhaustive's limit; with resident weights and
+// a machine, error naming the device whose memory its weights exceed.
 [[nodiscard]] Plan plan(const Graph& g, std::string_view strategy, const PlanOptions& options);
 
 // The greedy placement's weight of a byte in flops under `options` (see PlanOptions).

@@ -142,8 +142,14 @@ class Run {
   Run(const Graph& g, const TaskGraph& tg, const TensorMap& inputs, CpuOptions options,
       std::vector<cpu::Scratch<T>>& scratch, WorkerPool& pool)
       : g_(g), tg_(tg), inputs_(inputs), options_(options), queues_(static_cast<std::size_t>(tg.num_devices)),
-        scratch_(scratch), pool_(pool) {
+        scratch_(scratch), pool_(pool), link_(options.link) {
     if (scratch_.size() < static_cast<std::size_t>(tg.num_devices)) scratch_.resize(static_cast<std::size_t>(tg.num_devices));
+    if (link_) {
+      lo_ = link_->first_device();
+      hi_ = link_->last_device();
+    } else {
+      hi_ = tg.num_devices;
+    }
   }
 
   RunResult execute() {
@@ -160,11 +166,19 @@ class Run {
       for (TaskId s : succs_[i]) best = std::max(best, rank_[s.index()]);
       rank_[i] = best + cost;
     }
+    involved_.assign(n, 0);
+    std::int64_t involved = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      involved_[i] = local(runner(tg_.tasks[i])) ? 1 : 0;
+      involved += involved_[i];
+    }
     deps_left_ = std::make_unique<std::atomic<std::int32_t>[]>(n);
     readers_left_ = std::make_unique<std::atomic<std::int32_t>[]>(tg_.buffers.size());
     for (std::size_t b = 0; b < tg_.buffers.size(); ++b) readers_left_[b].store(0, std::memory_order_relaxed);
     for (std::size_t i = 0; i < n; ++i) {
-      deps_left_[i].store(static_cast<std::int32_t>(tg_.tasks[i].deps.size()), std::memory_order_relaxed);
+      // A move from another process waits for its data only (its dependencies run there).
+      deps_left_[i].store(incoming(tg_.tasks[i]) ? 1 : static_cast<std::int32_t>(tg_.tasks[i].deps.size()),
+                          std::memory_order_relaxed);
       for (BufferId b : tg_.tasks[i].reads) readers_left_[b.index()].fetch_add(1, std::memory_order_relaxed);
     }
     storage_.resize(tg_.buffers.size());
@@ -190,7 +204,8 @@ class Run {
       for (const Task& t : tg_.tasks) phases = std::max(phases, bsp_phase(t) + 1);
       phase_left_ = std::make_unique<std::atomic<std::int32_t>[]>(static_cast<std::size_t>(phases));
       for (std::int32_t p = 0; p < phases; ++p) phase_left_[p].store(0, std::memory_order_relaxed);
-      for (const Task& t : tg_.tasks) phase_left_[bsp_phase(t)].fetch_add(1, std::memory_order_relaxed);
+      for (std::size_t i = 0; i < n; ++i)
+        if (involved_[i]) phase_left_[bsp_phase(tg_.tasks[i])].fetch_add(1, std::memory_order_relaxed);
       held_.resize(static_cast<std::size_t>(phases));
       num_phases_ = phases;
     }
@@ -206,10 +221,41 @@ class Run {
     }
     input_tasks_.assign(static_cast<std::size_t>(tg_.num_devices), {});
     for (std::size_t i = 0; i < n; ++i)
-      if (tg_.tasks[i].kind == TaskKind::input)
+      if (tg_.tasks[i].kind == TaskKind::input && involved_[i])
         input_tasks_[static_cast<std::size_t>(tg_.tasks[i].device.value)].push_back(static_cast<std::int32_t>(i));
-    tasks_left_.store(static_cast<std::int64_t>(n));
+    tasks_left_.store(involved);
     spans_.resize(static_cast<std::size_t>(tg_.num_devices));
+    // The link's callbacks, and its end whatever leaves this function (declared before
+    // the workers' release below, so that it runs after the workers have stopped).
+    struct LinkEnd {
+      RemoteLink* link;
+      ~LinkEnd() {
+        if (link) link->end(true);
+      }
+    } link_end{link_};
+    if (link_) {
+      RemoteRun hooks;
+      hooks.element_bytes = static_cast<int>(sizeof(T));
+      hooks.buffer = [this](BufferId b) -> void* { return writable(b).data(); };
+      hooks.received = [this](TaskId m, double end_s) {
+        const Task& t = tg_.tasks[m.index()];
+        remote_spans_.push_back(Span{m, t.dst_device, default_lane(t.kind), end_s, end_s});
+        finish(m.value);
+      };
+      hooks.released = [this](std::int32_t phase) {
+        std::lock_guard<std::mutex> lock(phase_mutex_);
+        released_ = std::max(released_, phase + 1);
+        advance_phase_locked();
+      };
+      hooks.failed = [this](std::exception_ptr e) {
+        {
+          std::lock_guard<std::mutex> lock(error_mutex_);
+          if (!error_) error_ = std::move(e);
+        }
+        stop_all();
+      };
+      link_->begin(tg_, std::move(hooks));
+    }
     // Start the workers first and the clock once all of them are pinned and waiting:
     // waking them is not part of the task graph's time (nor of the simulator's).
     pool_.start(tg_.num_devices, [this](int d) { worker(d); });
@@ -237,19 +283,25 @@ class Run {
       std::rethrow_exception(error_);
     }
     t0_ = Clock::now();
+    if (link_) link_->started(t0_);
     if (options_.policy == Policy::bsp) {
       std::lock_guard<std::mutex> lock(phase_mutex_);
       advance_phase_locked();
     }
     for (std::size_t i = 0; i < n; ++i)
-      if (tg_.tasks[i].deps.empty()) make_ready(static_cast<std::int32_t>(i));
-    if (n == 0) stop_all();
+      if (tg_.tasks[i].deps.empty() && involved_[i]) make_ready(static_cast<std::int32_t>(i));
+    if (involved == 0) stop_all();
     go_.store(true, std::memory_order_release);
     release.run = nullptr;
     pool_.wait();
     if (error_) std::rethrow_exception(error_);
+    if (link_) {
+      link_end.link = nullptr;
+      link_->end(false);
+      if (error_) std::rethrow_exception(error_);
+    }
     for (const Task& t : tg_.tasks) {
-      if (t.kind != TaskKind::output) continue;
+      if (t.kind != TaskKind::output || !local(t.device)) continue;
       const Buffer& src = tg_.buffer(t.reads[0]);
       Tensor& out = result_.outputs.at(g_.node(t.node).name);
       const std::vector<T>& data = storage_[t.reads[0].index()];
@@ -258,6 +310,7 @@ class Run {
                                Agg::none);
     }
     for (auto& s : spans_) result_.timeline.spans.insert(result_.timeline.spans.end(), s.begin(), s.end());
+    result_.timeline.spans.insert(result_.timeline.spans.end(), remote_spans_.begin(), remote_spans_.end());
     std::sort(result_.timeline.spans.begin(), result_.timeline.spans.end(),
               [](const Span& a, const Span& b) { return a.task < b.task; });
     return std::move(result_);
@@ -269,8 +322,19 @@ class Run {
     return rank_[a] != rank_[b] ? rank_[a] < rank_[b] : a > b;
   }
 
+  // This process runs the device's worker (every device, unless the run is split over
+  // processes by a RemoteLink).
+  bool local(DeviceId d) const { return d.value >= lo_ && d.value < hi_; }
+  // A move whose data comes from another process.
+  bool incoming(const Task& t) const { return t.kind == TaskKind::move && local(t.dst_device) && !local(t.device); }
+  // The worker that runs a task here: worker_of, except that a move to another process
+  // is packed and handed to the link by its source's worker.
+  DeviceId runner(const Task& t) const {
+    return t.kind == TaskKind::move && !local(t.dst_device) ? t.device : worker_of(t);
+  }
+
   void push(std::int32_t task) {
-    ReadyQueue& q = queues_[worker_of(tg_.tasks[task]).index()];
+    ReadyQueue& q = queues_[runner(tg_.tasks[task]).index()];
     {
       std::lock_guard<std::mutex> lock(q.mutex);
       q.heap.push_back(task);
@@ -295,6 +359,13 @@ class Run {
   // Moves past finished phases and releases the tasks held for the new one.
   void advance_phase_locked() {
     while (current_phase_ < num_phases_ && phase_left_[current_phase_].load() == 0) {
+      if (link_) {  // the phase ends when every process has finished it
+        if (reported_ <= current_phase_) {
+          reported_ = current_phase_ + 1;
+          link_->phase_done(current_phase_);
+        }
+        if (released_ <= current_phase_) return;
+      }
       ++current_phase_;
       if (current_phase_ < num_phases_) {
         for (std::int32_t t : held_[current_phase_]) push(t);
@@ -305,7 +376,8 @@ class Run {
 
   void finish(std::int32_t task) {
     for (TaskId s : succs_[task])
-      if (deps_left_[s.index()].fetch_sub(1, std::memory_order_acq_rel) == 1) make_ready(s.value);
+      if (involved_[s.index()] && deps_left_[s.index()].fetch_sub(1, std::memory_order_acq_rel) == 1)
+        make_ready(s.value);
     if (!preallocate_ && tg_.tasks[task].kind != TaskKind::output)  // output buffers are read after the run
       for (BufferId b : tg_.tasks[task].reads)
         if (readers_left_[b.index()].fetch_sub(1, std::memory_order_acq_rel) == 1)
@@ -329,6 +401,10 @@ class Run {
   }
 
   void worker(int device) {
+    if (!local(DeviceId(device))) {  // another process runs this device
+      workers_ready_.fetch_add(1, std::memory_order_acq_rel);
+      return;
+    }
     if (options_.pin_threads) pin_to_core(device);
     set_worker_float_mode();
     ReadyQueue& q = queues_[static_cast<std::size_t>(device)];
@@ -384,6 +460,7 @@ class Run {
       const Task& t = tg_.tasks[task];
       const auto start = Clock::now();
       try {
+        if (link_) link_->before_task(TaskId(task));
         run_task(t, scratch, operands);
       } catch (...) {
         {
@@ -462,6 +539,13 @@ class Run {
       case TaskKind::move: {
         const Buffer& src = tg_.buffer(t.reads[0]);
         const Buffer& dst = tg_.buffer(t.writes);
+        if (!local(t.dst_device)) {  // to another process: packed here, sent by the link
+          std::vector<std::byte> packed(static_cast<std::size_t>(elements(dst.shape)) * sizeof(T));
+          cpu::copy_region<T>(storage_[t.reads[0].index()].data(), src.shape, t.src,
+                              reinterpret_cast<T*>(packed.data()), dst.shape, Rect::whole(dst.shape), Agg::none);
+          link_->send(TaskId(static_cast<std::int32_t>(&t - tg_.tasks.data())), std::move(packed));
+          break;
+        }
         std::vector<T>& out = writable(t.writes);
         cpu::copy_region<T>(storage_[t.reads[0].index()].data(), src.shape, t.src, out.data(), dst.shape,
                             Rect::whole(dst.shape), Agg::none);
@@ -482,6 +566,10 @@ class Run {
   std::vector<std::vector<T>> storage_;
   std::vector<cpu::Scratch<T>>& scratch_;  // per device, the executor's: kept warm across runs
   WorkerPool& pool_;                       // the executor's threads: kept warm across runs
+  RemoteLink* link_ = nullptr;             // a run split over processes: the other processes' moves
+  int lo_ = 0, hi_ = 0;                    // the devices this process runs: [lo_, hi_)
+  std::vector<char> involved_;             // per task: runs here (or arrives here)
+  std::vector<Span> remote_spans_;         // moves that arrived from other processes (the link's thread)
   bool preallocate_ = false;                       // see CpuOptions::preallocate_limit_bytes
   std::vector<std::vector<BufferId>> device_buffers_;  // per device, when preallocating
   std::vector<std::vector<T>> whole_inputs_;            // per graph node: the whole input tensor
@@ -501,6 +589,8 @@ class Run {
   std::vector<std::vector<std::int32_t>> held_;
   std::int32_t current_phase_ = 0;
   std::int32_t num_phases_ = 0;
+  std::int32_t reported_ = 0;  // with a link: phases reported done to it
+  std::int32_t released_ = 0;  // with a link: phases every process has finished
 };
 
 }  // namespace

@@ -22,6 +22,10 @@
 // caches as a repeated step's resident inputs would. Likewise each worker's kernel
 // scratch is kept by the executor from one run to the next.
 
+#include <chrono>
+#include <exception>
+#include <functional>
+
 #include "runtime/executor.h"
 
 namespace tessel::runtime {
@@ -30,12 +34,50 @@ enum class Policy : std::uint8_t { async, bsp };
 [[nodiscard]] Policy parse_policy(std::string_view s);
 [[nodiscard]] std::string_view to_string(Policy p);
 
+// A run split over processes (runtime/mpi/): the executor runs the workers of the devices
+// [first_device(), last_device()) only, and a move between one of them and a device of
+// another process goes through the link. Its source's worker packs the region into a
+// contiguous block and hands it to send() (it never waits on the transfer); the link
+// writes an arriving move straight into its destination buffer and reports it through
+// RemoteRun::received. Under bsp a phase ends when every process has finished it: the
+// executor reports its own end of each phase (phase_done) and waits for `released`.
+struct RemoteRun {
+  std::function<void*(BufferId)> buffer;                           // a buffer's memory (allocated on first call)
+  std::function<void(TaskId move, double end_s)> received;         // a move into this process has arrived
+  std::function<void(std::int32_t phase)> released;                // bsp: every process has finished `phase`
+  std::function<void(std::exception_ptr error)> failed;            // the link failed: the run stops with `error`
+  int element_bytes = 4;                                           // float or double, as the run computes
+};
+
+class RemoteLink {
+ public:
+  virtual ~RemoteLink() = default;
+  [[nodiscard]] virtual int first_device() const = 0;
+  [[nodiscard]] virtual int last_device() const = 0;
+  // Before the workers start: the run's callbacks (arriving moves may be posted now).
+  virtual void begin(const TaskGraph& tg, RemoteRun run) = 0;
+  // The run's clock started (span times are seconds since t0).
+  virtual void started(std::chrono::steady_clock::time_point t0) = 0;
+  // Called by a worker right before it runs `task` (fault injection in tests).
+  virtual void before_task(TaskId task) = 0;
+  // A move out of this process, its region packed; the link owns `data` now.
+  virtual void send(TaskId move, std::vector<std::byte> data) = 0;
+  // bsp: this process has finished every task of `phase` (called in phase order).
+  virtual void phase_done(std::int32_t phase) = 0;
+  // After the workers have stopped: waits for outstanding transfers (and, under bsp,
+  // for the remaining phases of the other processes) unless `failed`; no callback
+  // after it returns. Throws when the link failed.
+  virtual void end(bool failed) = 0;
+};
+
 struct CpuOptions {
   Policy policy = Policy::async;
   bool pin_threads = true;
   // Largest total of all buffers that is allocated before the run; 0: a quarter of the
   // machine's physical memory.
   std::int64_t preallocate_limit_bytes = 0;
+  // Set by the MPI backend: this process runs only its devices (see RemoteLink).
+  RemoteLink* link = nullptr;
 };
 
 // Kernel workspaces of each worker, kept by the executor across runs.

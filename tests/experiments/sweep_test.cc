@@ -60,13 +60,14 @@ TEST(SweepSpec, KeysLeftOutTakeTheCliDefaults) {
   EXPECT_EQ(s.networks, std::vector<std::string>{"flow"});
   EXPECT_EQ(s.policies, std::vector<std::string>{"async"});
   EXPECT_EQ(s.backends, std::vector<std::string>{"sim"});
+  EXPECT_EQ(s.weights, std::vector<std::string>{"resident"});
 }
 
 TEST(SweepSpec, PointsAreTheCartesianProductLastKeyFastest) {
   auto points = sweep_points(parse_sweep_spec(small_spec(), "s"));
   ASSERT_EQ(points.size(), 2u * 2 * 2 * 2);
   EXPECT_EQ(points[0].key(), (std::vector<std::string>{"chain:size=64", "2", "split-largest", "round-robin",
-                                                        "h100-sxm-8", "flow", "async", "sim"}));
+                                                        "h100-sxm-8", "flow", "async", "sim", "resident"}));
   EXPECT_EQ(points[1].policy, "bsp");
   EXPECT_EQ(points[2].strategy, "data-parallel");
   EXPECT_EQ(points[8].workload, "ffn:tokens=32,dim=16,hidden=32");
@@ -166,10 +167,10 @@ TEST_F(SweepRun, EveryPointGivesOneRowWithTheFiguresOfSimulate) {
   ASSERT_EQ(rows.size(), 16u);
   for (const auto& r : rows) {
     ASSERT_EQ(r.size(), sweep_columns().size());
-    EXPECT_GT(std::stod(r[8]), 0) << r[0];       // makespan_s
-    EXPECT_GT(std::stod(r[13]), 0) << r[0];      // tasks
+    EXPECT_GT(std::stod(r[9]), 0) << r[0];       // makespan_s
+    EXPECT_GT(std::stod(r[14]), 0) << r[0];      // tasks
     EXPECT_EQ(r.back(), "") << r[0];             // no error
-    const double util = std::stod(r[11]);
+    const double util = std::stod(r[12]);
     EXPECT_GT(util, 0);
     EXPECT_LE(util, 1 + 1e-9);
   }
@@ -183,7 +184,7 @@ TEST_F(SweepRun, RowsAreTheSameWhateverTheNumberOfJobsBesidesWallTimes) {
   (void)run_sweep(spec, csv_.string(), options(2));
   auto two = rows_of(csv_);
   auto strip = [](std::vector<std::vector<std::string>> rows) {
-    for (auto& r : rows) r.erase(r.begin() + 15, r.begin() + 18);  // plan, lower, sim wall times
+    for (auto& r : rows) r.erase(r.begin() + 16, r.begin() + 19);  // plan, lower, sim wall times
     std::sort(rows.begin(), rows.end());
     return rows;
   };
@@ -213,7 +214,7 @@ TEST_F(SweepRun, AnInterruptedSweepResumesAndRunsEveryPointExactlyOnce) {
   auto rows = rows_of(csv_);
   ASSERT_EQ(rows.size(), 16u);
   std::map<std::vector<std::string>, int> seen;
-  for (const auto& r : rows) ++seen[std::vector<std::string>(r.begin(), r.begin() + 8)];
+  for (const auto& r : rows) ++seen[std::vector<std::string>(r.begin(), r.begin() + 9)];
   EXPECT_EQ(seen.size(), 16u);
   for (const auto& p : sweep_points(spec)) EXPECT_EQ(seen[p.key()], 1) << p.workload << " " << p.devices;
   // A third run finds nothing to do.
@@ -248,7 +249,7 @@ TEST_F(SweepRun, AFailingPointIsRecordedWithItsErrorAndTheSweepGoesOn) {
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[0][1], "16");
   EXPECT_NE(rows[0].back().find("8"), std::string::npos) << rows[0].back();
-  EXPECT_EQ(rows[0][8], "");  // no makespan
+  EXPECT_EQ(rows[0][9], "");  // no makespan
   EXPECT_EQ(rows[1][1], "2");
   EXPECT_EQ(rows[1].back(), "");
 }
@@ -265,9 +266,9 @@ TEST_F(SweepRun, CpuBackendPointsAreMeasuredBesideSimulatedOnes) {
   for (const auto& r : rows) by_backend[r[7]] = r;
   ASSERT_EQ(by_backend.count("cpu"), 1u);
   const auto& cpu = by_backend["cpu"];
-  EXPECT_GT(std::stod(cpu[8]), 0);       // measured makespan
-  EXPECT_EQ(cpu[13], by_backend["sim"][13]);  // the same task graph
-  EXPECT_EQ(cpu[14], "0");                // no simulator events
+  EXPECT_GT(std::stod(cpu[9]), 0);       // measured makespan
+  EXPECT_EQ(cpu[14], by_backend["sim"][14]);  // the same task graph
+  EXPECT_EQ(cpu[15], "0");                // no simulator events
   EXPECT_EQ(cpu.back(), "");
 }
 

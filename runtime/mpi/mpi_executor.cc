@@ -1,0 +1,464 @@
+#include "runtime/mpi/mpi_executor.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <atomic>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <thread>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "runtime/mpi/mpi_session.h"
+
+namespace tessel::runtime {
+
+// The RemoteLink of one rank: the communication thread and its MPI requests.
+class MpiLink final : public RemoteLink {
+ public:
+  MpiLink(MPI_Comm comm, int rank, int ranks, Policy policy) : comm_(comm), rank_(rank), ranks_(ranks), policy_(policy) {
+    if (const char* f = std::getenv("TESSEL_MPI_FAULT")) {  // tests: RANK:TASK or RANK:kill
+      std::string s(f);
+      auto colon = s.find(':');
+      if (colon != std::string::npos && std::atoi(s.substr(0, colon).c_str()) == rank) {
+        std::string what = s.substr(colon + 1);
+        if (what == "kill")
+          fault_kill_ = true;
+        else if (what == "any")
+          fault_any_ = true;
+        else
+          fault_task_ = std::atoi(what.c_str());
+      }
+    }
+  }
+  ~MpiLink() override { stop_thread(true); }
+
+  void configure(int first, int last, int devices) {
+    first_ = first;
+    last_ = last;
+    devices_ = devices;
+  }
+  [[nodiscard]] int first_device() const override { return first_; }
+  [[nodiscard]] int last_device() const override { return last_; }
+
+  int rank_of(DeviceId d) const {
+    // The inverse of MpiExecutor::devices_of: the largest r with r·N/R <= d.
+    int r = static_cast<int>((static_cast<std::int64_t>(d.value) * ranks_ + ranks_ - 1) / devices_);
+    while (r > 0 && MpiExecutor::devices_of(r, ranks_, devices_).first > d.value) --r;
+    while (r + 1 < ranks_ && MpiExecutor::devices_of(r + 1, ranks_, devices_).first <= d.value) ++r;
+    return r;
+  }
+
+  void begin(const TaskGraph& tg, RemoteRun run) override {
+    tg_ = &tg;
+    run_ = std::move(run);
+    ending_ = false;
+    abandon_ = false;
+    phases_released_ = 0;
+    num_phases_ = 0;
+    if (policy_ == Policy::bsp)
+      for (const Task& t : tg.tasks) num_phases_ = std::max(num_phases_, bsp_phase(t) + 1);
+    // Every move into this rank is posted now, straight into its destination buffer.
+    int tag_ub = 32767;
+    {
+      void* attr = nullptr;
+      int flag = 0;
+      MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &attr, &flag);
+      if (flag && attr) tag_ub = *static_cast<int*>(attr);
+    }
+    if (static_cast<std::int64_t>(tg.tasks.size()) > tag_ub)
+      fail("--backend mpi: the task graph has ", tg.tasks.size(), " tasks but this MPI's largest tag is ", tag_ub,
+           " (moves are tagged by task id)");
+    for (std::size_t i = 0; i < tg.tasks.size(); ++i) {
+      const Task& t = tg.tasks[i];
+      if (t.kind != TaskKind::move || !mine(t.dst_device) || mine(t.device)) continue;
+      const std::int64_t bytes = tg.buffer(t.writes).bytes() / dtype_bytes(tg.buffer(t.writes).dtype) * run_.element_bytes;
+      if (bytes > std::numeric_limits<int>::max())
+        fail("--backend mpi: move task ", i, " carries ", bytes, " bytes, more than one MPI message's int count");
+      void* dst = run_.buffer(t.writes);
+      MPI_Request req;
+      MPI_Irecv(dst, static_cast<int>(bytes), MPI_BYTE, rank_of(t.device), static_cast<int>(i), comm_, &req);
+      add(req, Pending{Pending::recv, static_cast<std::int32_t>(i), {}});
+    }
+  }
+
+  // The run's t0 in seconds of steady_clock.
+  double t0_s() const { return std::chrono::duration<double>(t0_.time_since_epoch()).count(); }
+
+  void started(std::chrono::steady_clock::time_point t0) override {
+    t0_ = t0;
+    thread_ = std::thread([this] { loop(); });
+  }
+
+  void before_task(TaskId task) override {
+    if (fault_kill_) ::raise(SIGKILL);
+    if (fault_any_ || task.value == fault_task_) fail("injected fault (TESSEL_MPI_FAULT)");
+  }
+
+  void send(TaskId move, std::vector<std::byte> data) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    commands_.push_back(Command{Command::send, move.value, std::move(data)});
+  }
+
+  void phase_done(std::int32_t phase) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    commands_.push_back(Command{Command::barrier, phase, {}});
+  }
+
+  void end(bool failed) override {
+    stop_thread(failed);
+    if (failed) {
+      // The job is about to be aborted; requests still open are left to MPI_Abort.
+      requests_.clear();
+      pending_.clear();
+    }
+    run_ = {};
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  }
+
+ private:
+  struct Pending {
+    enum Kind : std::uint8_t { recv, send, barrier } kind;
+    std::int32_t id;               // task (recv, send) or phase (barrier)
+    std::vector<std::byte> data;   // send: the packed region, kept until the send completes
+  };
+  struct Command {
+    enum Kind : std::uint8_t { send, barrier } kind;
+    std::int32_t id;
+    std::vector<std::byte> data;
+  };
+
+  bool mine(DeviceId d) const { return d.value >= first_ && d.value < last_; }
+
+  void add(MPI_Request r, Pending p) {
+    requests_.push_back(r);
+    pending_.push_back(std::move(p));
+  }
+
+  void stop_thread(bool abandon) {
+    if (!thread_.joinable()) return;
+    abandon_ = abandon;
+    ending_ = true;
+    thread_.join();
+  }
+
+  double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count(); }
+
+  // The communication thread: posts what the workers hand over, completes requests and
+  // reports arrivals and finished phases, until the run has ended and nothing is open.
+  void loop() {
+    std::vector<Command> commands;
+    std::vector<int> done(16);
+    int idle = 0;
+    try {
+      for (;;) {
+        bool progressed = false;
+        {
+          std::lock_guard<std::mutex> lock(mutex_);
+          commands.swap(commands_);
+        }
+        for (Command& c : commands) {
+          progressed = true;
+          MPI_Request req;
+          if (c.kind == Command::send) {
+            const Task& t = tg_->tasks[static_cast<std::size_t>(c.id)];
+            MPI_Isend(c.data.data(), static_cast<int>(c.data.size()), MPI_BYTE, rank_of(t.dst_device), c.id, comm_,
+                      &req);
+            add(req, Pending{Pending::send, c.id, std::move(c.data)});
+          } else {
+            MPI_Ibarrier(comm_, &req);
+            add(req, Pending{Pending::barrier, c.id, {}});
+          }
+        }
+        commands.clear();
+        if (!requests_.empty()) {
+          int count = 0;
+          done.resize(requests_.size());
+          MPI_Testsome(static_cast<int>(requests_.size()), requests_.data(), &count, done.data(), MPI_STATUSES_IGNORE);
+          if (count > 0 && count != MPI_UNDEFINED) {
+            progressed = true;
+            // Barriers complete in the order they were entered; report them in phase order.
+            std::sort(done.begin(), done.begin() + count);
+            for (int k = 0; k < count; ++k) {
+              Pending& p = pending_[static_cast<std::size_t>(done[static_cast<std::size_t>(k)])];
+              if (p.kind == Pending::recv) {
+                run_.received(TaskId(p.id), seconds());
+              } else if (p.kind == Pending::barrier) {
+                phases_released_ = std::max(phases_released_, p.id + 1);
+                run_.released(p.id);
+              }
+              p.data = {};
+            }
+            std::size_t w = 0;
+            for (std::size_t i = 0; i < requests_.size(); ++i)
+              if (requests_[i] != MPI_REQUEST_NULL) {
+                if (w != i) {  // never a self-move: it would free a send's buffer while MPI reads it
+                  requests_[w] = requests_[i];
+                  pending_[w] = std::move(pending_[i]);
+                }
+                ++w;
+              }
+            requests_.resize(w);
+            pending_.resize(w);
+          }
+        }
+        if (abandon_) return;
+        if (ending_ && !progressed && requests_.empty() && phases_released_ >= num_phases_) {
+          std::lock_guard<std::mutex> lock(mutex_);
+          if (commands_.empty()) return;
+        }
+        // Back off when nothing moved: yield at first, then sleep, so that on a machine
+        // with fewer cores than ranks the thread leaves the workers their cores.
+        if (progressed) {
+          idle = 0;
+        } else if (++idle < 64) {
+          std::this_thread::yield();
+        } else {
+          std::this_thread::sleep_for(std::chrono::microseconds(idle < 1024 ? 5 : 50));
+        }
+      }
+    } catch (...) {
+      error_ = std::current_exception();
+      if (run_.failed) run_.failed(error_);
+    }
+  }
+
+  MPI_Comm comm_;
+  int rank_, ranks_;
+  Policy policy_;
+  int first_ = 0, last_ = 0, devices_ = 1;
+  const TaskGraph* tg_ = nullptr;
+  RemoteRun run_;
+  std::chrono::steady_clock::time_point t0_;
+  std::thread thread_;
+  std::atomic<bool> ending_{false}, abandon_{false};
+  std::mutex mutex_;
+  std::vector<Command> commands_;  // from the workers, under mutex_
+  std::vector<MPI_Request> requests_;
+  std::vector<Pending> pending_;
+  std::int32_t num_phases_ = 0, phases_released_ = 0;
+  std::exception_ptr error_;
+  bool fault_kill_ = false;
+  bool fault_any_ = false;
+  std::int64_t fault_task_ = -1;
+};
+
+namespace {
+
+struct Fnv {
+  std::uint64_t h = 1469598103934665603ULL;
+  void bytes(const void* p, std::size_t n) {
+    const auto* c = static_cast<const unsigned char*>(p);
+    for (std::size_t i = 0; i < n; ++i) h = (h ^ c[i]) * 1099511628211ULL;
+  }
+  template <class T>
+  void value(const T& v) {
+    bytes(&v, sizeof v);
+  }
+  void rect(const Rect& r) {
+    value(r.rank);
+    for (int d = 0; d < r.rank; ++d) {
+      value(r.offset[d]);
+      value(r.size[d]);
+    }
+  }
+};
+
+// "device 3" or "devices 2-3"
+std::string devices_text(int first, int last) {
+  return last - first == 1 ? "device " + std::to_string(first)
+                           : "devices " + std::to_string(first) + "-" + std::to_string(last - 1);
+}
+
+MPI_Comm world_dup() {
+  MPI_Comm c;
+  MPI_Comm_dup(MPI_COMM_WORLD, &c);
+  return c;
+}
+
+}  // namespace
+
+std::uint64_t run_fingerprint(const Graph& g, const TaskGraph& tg, const TensorMap& inputs) {
+  Fnv f;
+  for (const Node& n : g.nodes()) {
+    f.bytes(n.name.data(), n.name.size());
+    f.value(n.kind);
+    f.value(n.dtype);
+    for (auto s : n.shape) f.value(s);
+  }
+  f.value(tg.num_devices);
+  for (const Task& t : tg.tasks) {
+    f.value(t.kind);
+    f.value(t.device.value);
+    f.value(t.dst_device.value);
+    f.value(t.node.value);
+    f.value(t.writes.value);
+    for (BufferId b : t.reads) f.value(b.value);
+    f.rect(t.src);
+    f.rect(t.dst);
+    f.value(t.op);
+    f.value(t.agg);
+  }
+  for (const Buffer& b : tg.buffers) {
+    f.value(b.device.value);
+    f.value(b.dtype);
+    f.value(b.init);
+    for (auto s : b.shape) f.value(s);
+  }
+  for (const auto& [name, t] : inputs) {
+    f.bytes(name.data(), name.size());
+    f.bytes(t.data.data(), t.data.size() * sizeof(double));
+  }
+  return f.h;
+}
+
+std::pair<int, int> MpiExecutor::devices_of(int rank, int ranks, int devices) {
+  auto at = [&](int r) { return static_cast<int>(static_cast<std::int64_t>(r) * devices / ranks); };
+  return {at(rank), at(rank + 1)};
+}
+
+MpiExecutor::MpiExecutor(Policy policy, bool pin_threads) : policy_(policy) {
+  mpi::ensure_initialized();
+  rank_ = mpi::rank();
+  ranks_ = mpi::size();
+  link_ = std::make_unique<MpiLink>(world_dup(), rank_, ranks_, policy);
+  CpuOptions o;
+  o.policy = policy;
+  o.pin_threads = pin_threads;
+  o.link = link_.get();
+  cpu_ = std::make_unique<CpuExecutor>(o);
+}
+
+MpiExecutor::~MpiExecutor() = default;
+
+RunResult MpiExecutor::run(const Graph& g, const TaskGraph& tg, const TensorMap& inputs) {
+  check_inputs(g, inputs);
+  tg.validate();
+  if (ranks_ > tg.num_devices)
+    throw mpi::CollectiveError("--backend mpi: the job has " + std::to_string(ranks_) + " ranks but the task graph only " +
+                               std::to_string(tg.num_devices) + " devices (every rank owns at least one): start at most " +
+                               std::to_string(tg.num_devices) + " ranks (mpirun -np) or use more devices (-d)");
+  mpi::lazy_barrier();  // rank 0 may still be busy (the reference): wait without spinning
+  {
+    const std::uint64_t mine = run_fingerprint(g, tg, inputs);
+    std::vector<std::uint64_t> all(static_cast<std::size_t>(ranks_));
+    MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
+    for (int r = 1; r < ranks_; ++r)
+      if (all[static_cast<std::size_t>(r)] != all[0])
+        throw mpi::CollectiveError(
+            "--backend mpi: rank " + std::to_string(r) +
+            " was given a different graph, decomposition or inputs than rank 0 (their fingerprints differ): every rank "
+            "must run the same command with the same seed and files");
+  }
+  if (offsets_.empty()) offsets_ = mpi::clock_offsets();
+  auto [first, last] = devices_of(rank_, ranks_, tg.num_devices);
+  link_->configure(first, last, tg.num_devices);
+  MPI_Barrier(MPI_COMM_WORLD);  // every rank's clock starts at about the same moment
+  RunResult r;
+  try {
+    r = cpu_->run(g, tg, inputs);
+  } catch (const ResourceError& e) {
+    mpi::abort_job(devices_text(first, last) + ": " + e.what(), 3);
+    throw;
+  } catch (const std::exception& e) {
+    mpi::abort_job(devices_text(first, last) + ": " + e.what(), 1);
+    throw;
+  }
+  // Outputs to rank 0: each rank's output blocks, in task order, as one message.
+  constexpr int kOutTag = 3, kSpanTag = 4;
+  if (rank_ != 0) {
+    std::vector<double> out;
+    for (const Task& t : tg.tasks) {
+      if (t.kind != TaskKind::output || t.device.value < first || t.device.value >= last) continue;
+      const Tensor& whole = r.outputs.at(g.node(t.node).name);
+      Tensor piece(t.src.shape(), whole.dtype);
+      copy_region(whole, t.src, piece, Rect::whole(piece.shape));
+      out.insert(out.end(), piece.data.begin(), piece.data.end());
+    }
+    if (out.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+      mpi::abort_job("outputs too large to gather in one message", 1);
+    MPI_Send(out.data(), static_cast<int>(out.size()), MPI_DOUBLE, 0, kOutTag, MPI_COMM_WORLD);
+  } else {
+    for (int q = 1; q < ranks_; ++q) {
+      auto [qf, ql] = devices_of(q, ranks_, tg.num_devices);
+      std::size_t total = 0;
+      for (const Task& t : tg.tasks)
+        if (t.kind == TaskKind::output && t.device.value >= qf && t.device.value < ql)
+          total += static_cast<std::size_t>(elements(t.src.shape()));
+      std::vector<double> in(total);
+      MPI_Recv(in.data(), static_cast<int>(total), MPI_DOUBLE, q, kOutTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      std::size_t at = 0;
+      for (const Task& t : tg.tasks) {
+        if (t.kind != TaskKind::output || t.device.value < qf || t.device.value >= ql) continue;
+        Tensor& whole = r.outputs.at(g.node(t.node).name);
+        Tensor piece(t.src.shape(), whole.dtype);
+        std::copy_n(in.begin() + static_cast<std::ptrdiff_t>(at), piece.data.size(), piece.data.begin());
+        at += piece.data.size();
+        copy_region(piece, Rect::whole(piece.shape), whole, t.src);
+      }
+    }
+  }
+
+  // Timelines to rank 0: each rank's spans in seconds since its own run's t0, behind
+  // that t0 on its own clock; rank 0 moves every rank's t0 onto its clock (less the
+  // rank's offset) and counts from the earliest.
+  std::vector<double> mine;
+  mine.reserve(1 + 5 * r.timeline.spans.size());
+  mine.push_back(link_->t0_s());
+  for (const Span& sp : r.timeline.spans) {
+    mine.push_back(sp.task.value);
+    mine.push_back(sp.device.value);
+    mine.push_back(static_cast<double>(static_cast<int>(sp.lane)));
+    mine.push_back(sp.start_s);
+    mine.push_back(sp.end_s);
+  }
+  if (rank_ != 0) {
+    MPI_Send(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, 0, kSpanTag, MPI_COMM_WORLD);
+    r.outputs.clear();
+    r.timeline.spans.clear();
+  } else {
+    std::vector<std::vector<double>> all(static_cast<std::size_t>(ranks_));
+    all[0] = std::move(mine);
+    for (int q = 1; q < ranks_; ++q) {
+      MPI_Status st;
+      MPI_Probe(q, kSpanTag, MPI_COMM_WORLD, &st);
+      int count = 0;
+      MPI_Get_count(&st, MPI_DOUBLE, &count);
+      all[static_cast<std::size_t>(q)].resize(static_cast<std::size_t>(count));
+      MPI_Recv(all[static_cast<std::size_t>(q)].data(), count, MPI_DOUBLE, q, kSpanTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    }
+    double base = std::numeric_limits<double>::infinity();
+    for (int q = 0; q < ranks_; ++q) base = std::min(base, all[static_cast<std::size_t>(q)][0] - offsets_[static_cast<std::size_t>(q)]);
+    // A move between ranks has a span on each side (packing on the source rank, arrival
+    // on the destination's): one span from the first start to the last end.
+    std::vector<std::int64_t> at(tg.tasks.size(), -1);
+    std::vector<Span> spans;
+    for (int q = 0; q < ranks_; ++q) {
+      const std::vector<double>& v = all[static_cast<std::size_t>(q)];
+      const double shift = v[0] - offsets_[static_cast<std::size_t>(q)] - base;
+      for (std::size_t k = 1; k + 5 <= v.size(); k += 5) {
+        Span sp{TaskId(static_cast<std::int32_t>(v[k])), DeviceId(static_cast<std::int32_t>(v[k + 1])),
+                static_cast<Lane>(static_cast<int>(v[k + 2])), v[k + 3] + shift, v[k + 4] + shift};
+        std::int64_t& slot = at[sp.task.index()];
+        if (slot < 0) {
+          slot = static_cast<std::int64_t>(spans.size());
+          spans.push_back(sp);
+        } else {
+          Span& s0 = spans[static_cast<std::size_t>(slot)];
+          s0.start_s = std::min(s0.start_s, sp.start_s);
+          s0.end_s = std::max(s0.end_s, sp.end_s);
+        }
+      }
+    }
+    std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.task < b.task; });
+    r.timeline.spans = std::move(spans);
+  }
+  r.timeline.source = std::string("mpi-") + std::string(to_string(policy_));
+  return r;
+}
+
+}  // namespace tessel::runtime
