@@ -181,7 +181,7 @@ void add_einsum(CLI::App& app) {
       // A planner strategy; by default EinDecomp where n is a power of two.
       const bool power_of_two = (o->devices & (o->devices - 1)) == 0;
       d = decompose(g, !o->strategy.empty() ? o->strategy : power_of_two ? "eindecomp" : "split-largest", o->devices,
-                    nullptr, o->search);
+                    "resident", nullptr, o->search);
     } else {
       if (!o->strategy.empty()) fail("give either --parts or --strategy, not both");
       parts[e.index()].assign(js.size(), 1);

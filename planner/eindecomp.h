@@ -22,17 +22,14 @@
 #include <vector>
 
 #include "core/graph.h"
+#include "planner/baselines.h"
 #include "planner/cost.h"
 #include "planner/strategy.h"
 
 namespace tessel::planner {
 
-// Shared by the strategies (strategy.cc).
+// Shared by the strategies (strategy.cc; the others: baselines.h).
 namespace detail {
-[[nodiscard]] bool is_leaf(const Graph& g, NodeId id);
-[[nodiscard]] bool is_planned(const Graph& g, NodeId id);
-[[nodiscard]] int require_power_of_two(const std::string& strategy, const PlanOptions& o);
-void fill_unplanned(const Graph& g, std::vector<Parts>& parts, const std::vector<Parts>& outputs = {});
 [[nodiscard]] bool splits_aggregation(const Graph& g, NodeId id, const Parts& p);
 [[nodiscard]] bool may_choose_output(const Graph& g, NodeId id, const std::vector<std::vector<NodeId>>& consumers);
 }  // namespace detail

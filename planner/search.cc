@@ -21,7 +21,7 @@ using namespace detail;
 using Clock = std::chrono::steady_clock;
 
 // Starts, in the order they are simulated (eindecomp first: the budget may allow one).
-const char* const kStarts[] = {"eindecomp", "split-largest", "megatron", "sqrt-split", "data-parallel",
+const char* const kStarts[] = {"eindecomp", "split-largest", "megatron", "dp-tp", "sqrt-split", "data-parallel",
                                "block-per-device"};
 constexpr double kT0 = 0.02;
 constexpr int kMaxIdleDraws = 10'000;  // moves in a row that change nothing: stop

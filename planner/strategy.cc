@@ -71,15 +71,6 @@ void fill_unplanned(const Graph& g, std::vector<Parts>& parts, const std::vector
   }
 }
 
-}  // namespace detail
-
-namespace {
-
-using detail::fill_unplanned;
-using detail::is_leaf;
-using detail::is_planned;
-using detail::require_power_of_two;
-
 bool splits_aggregation(const Graph& g, NodeId id, const Parts& p) {
   for (int j = g.out_rank(id); j < static_cast<int>(p.size()); ++j)
     if (p[static_cast<std::size_t>(j)] > 1) return true;

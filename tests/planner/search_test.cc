@@ -85,6 +85,13 @@ TEST(Search, IsNeverSlowerThanTheBestBaselineAndExecutesCorrectly) {
       best = std::min(best, t);
       EXPECT_EQ(r.starts.at(s), t) << c.workload << " " << s;
     }
+    try {  // dp-tp serves whole nodes and a batch of at least the node count only
+      const double t = simulated(g, plan(g, "dp-tp", o).decomposition, m);
+      best = std::min(best, t);
+      EXPECT_EQ(r.starts.at("dp-tp"), t) << c.workload;
+    } catch (const Error&) {
+      EXPECT_EQ(r.starts.count("dp-tp"), 0u) << c.workload;
+    }
     const double found = simulated(g, p.decomposition, m);
     EXPECT_LE(found, best) << c.workload;
     EXPECT_EQ(r.start_makespan_s, best) << c.workload;
