@@ -6,6 +6,8 @@
 #include <thread>
 #include <iostream>
 
+#include <unistd.h>
+
 #include "core/error.h"
 #include "core/io.h"
 #include "core/workloads.h"
@@ -41,6 +43,16 @@ void DecompositionOptions::add(CLI::App& app, bool with_devices) {
                  "NODE=AxBxC,... (parts per join index of NODE)");
   app.add_option("--decomposition", decomposition_file, "decomposition JSON file (partitions and devices)");
   app.add_option("--weights", weights, kWeightsHelp)->capture_default_str()->check(CLI::IsMember({"resident", "fetched"}));
+  search.add(app);
+}
+
+void SearchOptions::add(CLI::App& app, bool with_seed) {
+  app.add_option("--budget-s", budget_s, "-s search: wall-clock budget in seconds (the starts are simulated first)")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-3, 1e6));
+  if (with_seed)
+    app.add_option("--seed", seed, "random seed of -s search (same seed, same simulations: same plan); `run`: also of the random inputs")
+      ->capture_default_str();
 }
 
 std::string DecompositionOptions::weights_used() const { return strategy.empty() ? "as given" : weights; }
@@ -49,7 +61,7 @@ Decomposition DecompositionOptions::load(const Graph& g, const Machine* machine)
   if (static_cast<int>(!strategy.empty()) + static_cast<int>(!parts.empty()) +
           static_cast<int>(!decomposition_file.empty()) > 1)
     fail("give one of -s/--strategy, --parts and --decomposition");
-  if (!strategy.empty()) return decompose(g, strategy, devices, weights, machine);
+  if (!strategy.empty()) return decompose(g, strategy, devices, weights, machine, search);
   if (!decomposition_file.empty()) {
     Decomposition d = decomposition_from_json(read_json_file(decomposition_file), g, decomposition_file);
     return d;
@@ -174,11 +186,14 @@ void warn_oversubscribed(int devices) {
 }
 
 Decomposition decompose(const Graph& g, const std::string& strategy, int devices, const std::string& weights,
-                        const Machine* machine) {
+                        const Machine* machine, const SearchOptions& search) {
   planner::PlanOptions o;
   o.devices = devices;
   o.weights = planner::parse_weights(weights);
   if (machine && machine->num_devices() >= devices) o.machine = *machine;
+  o.budget_s = search.budget_s;
+  o.seed = search.seed;
+  o.progress = print_search_progress;
   planner::Plan p = planner::plan(g, strategy, o);
   warn_idle(p.idle_devices, devices, strategy);
   return std::move(p.decomposition);
@@ -199,6 +214,16 @@ void warn_idle(const std::vector<int>& idle, int devices, const std::string& str
   if (idle.empty()) return;
   std::fprintf(stderr, "tessel: warning: strategy %s leaves %zu of %d devices without compute: %s\n", strategy.c_str(),
                idle.size(), devices, device_ranges(idle).c_str());
+}
+
+void print_search_progress(const std::string& line) {
+  static const bool tty = isatty(fileno(stderr)) != 0;
+  const bool last = line.rfind("search: done", 0) == 0;
+  if (tty)
+    std::fprintf(stderr, "\r\033[K%s%s", line.c_str(), last ? "\n" : "");
+  else
+    std::fprintf(stderr, "%s\n", line.c_str());
+  std::fflush(stderr);
 }
 
 }  // namespace tessel::cli

@@ -45,17 +45,28 @@ struct GraphOptions {
   [[nodiscard]] std::string describe() const;
 };
 
-// -d N, -s STRATEGY | --parts SPEC | --decomposition FILE, --weights resident|fetched
+// What `-s search` reads beside -s: --budget-s SECONDS, --seed N (planner/search.h).
+struct SearchOptions {
+  double budget_s = 30;
+  std::uint64_t seed = 1;
+  // with_seed false: the command has its own --seed (compare's inputs) and passes it on.
+  void add(CLI::App& app, bool with_seed = true);
+};
+
+// -d N, -s STRATEGY | --parts SPEC | --decomposition FILE, --weights resident|fetched,
+// and SearchOptions
 struct DecompositionOptions {
   int devices = 4;
   std::string strategy;
   std::string parts;
   std::string decomposition_file;
   std::string weights = "resident";  // for -s (planner::Weights)
+  SearchOptions search;
   void add(CLI::App& app, bool with_devices = true);
   // Without -s, --parts or --decomposition: every node split into `devices` blocks
   // along its largest indices (split_largest). `machine`, when known, is the strategy's
-  // (dp-tp's nodes, the resident weights' memory check).
+  // (dp-tp's nodes, the resident weights' memory check, eindecomp's link weights,
+  // search's simulations).
   [[nodiscard]] Decomposition load(const Graph& g, const Machine* machine = nullptr) const;
   // What --weights applied to: "resident" or "fetched" under -s, "as given" otherwise.
   [[nodiscard]] std::string weights_used() const;
@@ -85,7 +96,12 @@ inline constexpr const char* kWeightsHelp =
 // weights "resident" or "fetched" (planner::Weights), on `machine` when given. Warns on
 // stderr when a device gets no compute.
 [[nodiscard]] Decomposition decompose(const Graph& g, const std::string& strategy, int devices,
-                                      const std::string& weights = "resident", const Machine* machine = nullptr);
+                                      const std::string& weights = "resident", const Machine* machine = nullptr,
+                                      const SearchOptions& search = {});
+
+// The progress sink `search` prints to: one line overwritten in place on a terminal,
+// plain lines otherwise (stderr).
+void print_search_progress(const std::string& line);
 
 // Checks every output against the reference, normwise (max |error| / max(1, max
 // |reference|) <= runtime::output_tolerance(dtype, backend): 1e-4 for f32, 1e-9 for f64,

@@ -159,6 +159,7 @@ void add_compare(CLI::App& app) {
     double profile_seconds = 0.002;
     bool no_cache_model = false;
     std::uint64_t seed = 1;
+    double search_budget_s = 30;
     std::string trace_dir;
     std::string memory_cap;
     bool json_out = false;
@@ -211,7 +212,10 @@ void add_compare(CLI::App& app) {
   cmd->add_flag("--no-cache-model", o->no_cache_model,
                "with --compute-model profiled: time every compute task hot (its kernel's time in a loop) instead of "
                "between its hot and cold times by how much of its data the simulated worker's cache still holds");
-  cmd->add_option("--seed", o->seed, "seed of the random inputs")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "seed of the random inputs and of -s search")->capture_default_str();
+  cmd->add_option("--budget-s", o->search_budget_s, "-s search: wall-clock budget in seconds (needs -m)")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-3, 1e6));
   cmd->add_option("--trace-dir", o->trace_dir, "write every simulated and measured timeline (Chrome trace) here");
   add_memory_cap_option(*cmd, o->memory_cap);
   cmd->add_flag("--json", o->json_out, "machine-readable output");
@@ -246,6 +250,7 @@ void add_compare(CLI::App& app) {
     co.profile_seconds = o->profile_seconds;
     co.cache_model = !o->no_cache_model;
     co.seed = o->seed;
+    co.search_budget_s = o->search_budget_s;
     co.trace_dir = o->trace_dir;
     // --comm-priority sets the CUDA comm stream's priority and the simulated one alike.
     OverlapOptions ov = o->overlap;

@@ -128,6 +128,7 @@ void add_einsum(CLI::App& app) {
     std::string backend = "cpu";
     CudaCliOptions cuda;
     std::string strategy;
+    SearchOptions search;
     bool json_out = false;
   };
   auto o = std::make_shared<Opts>();
@@ -140,6 +141,7 @@ void add_einsum(CLI::App& app) {
   cmd->add_option("--parts", o->parts, "parts per index letter, e.g. i=2,k=2 (instead of --strategy)");
   cmd->add_option("-s,--strategy", o->strategy,
                   "planner strategy (default: eindecomp when N is a power of two, else split-largest)");
+  o->search.add(*cmd);
   cmd->add_option("--join", o->join, "scalar join function (default: product of the operands), e.g. 'add(x0,x1)'");
   cmd->add_option("--agg", o->agg, "aggregation: sum (default), max, min, prod");
   cmd->add_option("--backend", o->backend,
@@ -181,7 +183,8 @@ void add_einsum(CLI::App& app) {
     if (o->parts.empty()) {
       // A planner strategy; by default EinDecomp where n is a power of two.
       const bool power_of_two = (o->devices & (o->devices - 1)) == 0;
-      d = decompose(g, !o->strategy.empty() ? o->strategy : power_of_two ? "eindecomp" : "split-largest", o->devices);
+      d = decompose(g, !o->strategy.empty() ? o->strategy : power_of_two ? "eindecomp" : "split-largest", o->devices,
+                    "resident", nullptr, o->search);
     } else {
       if (!o->strategy.empty()) fail("give either --parts or --strategy, not both");
       parts[e.index()].assign(js.size(), 1);
@@ -232,8 +235,7 @@ void add_einsum(CLI::App& app) {
 void add_run(CLI::App& app) {
   struct Opts {
     GraphOptions graph;
-    DecompositionOptions dec;
-    std::uint64_t seed = 1;
+    DecompositionOptions dec;  // its --seed also seeds the random inputs
     std::string backend = "cpu";
     CudaCliOptions cuda;
     std::string policy = "async";
@@ -257,7 +259,6 @@ void add_run(CLI::App& app) {
   cmd->add_option("--repeat", o->repeat, "runs to time, 1 to 10000; the median is reported, every run is checked")
       ->capture_default_str()
       ->check(CLI::Range(1, kMaxRepeat));
-  cmd->add_option("--seed", o->seed, "seed of the random inputs")->capture_default_str();
   cmd->add_option("--trace", o->trace, "write the measured timeline (median run) as Chrome-trace JSON");
   add_memory_cap_option(*cmd, o->memory_cap);
   cmd->add_flag("--json", o->json_out, "machine-readable output");
@@ -279,7 +280,7 @@ void add_run(CLI::App& app) {
       capped = cap_memory(tg, o->memory_cap, nullptr);
       tg = std::move(capped->graph);
     }
-    runtime::TensorMap inputs = runtime::random_inputs(g, o->seed);
+    runtime::TensorMap inputs = runtime::random_inputs(g, o->dec.search.seed);
     if (!reports_results(*exec)) {  // an MPI rank other than 0: its share of every run, nothing else
       for (int rep = 0; rep < o->repeat; ++rep) (void)exec->run(g, tg, inputs);
       return;

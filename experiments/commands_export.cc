@@ -55,9 +55,9 @@ void add_export_commands(CLI::App& app) {
     // A decomposition given is checked even when only the graph is written.
     const bool lowered = !o->task_graph_out.empty() || !o->chakra_dir.empty() || !o->dec.strategy.empty() ||
                          !o->dec.parts.empty() || !o->dec.decomposition_file.empty();
-    if (lowered) tg = lower(g, o->dec.load(g));
     Machine m;
-    if (!o->chakra_dir.empty()) m = load_machine(o->machine);
+    if (!o->machine.empty()) m = load_machine(o->machine);  // also the planner's (eindecomp, search)
+    if (lowered) tg = lower(g, o->dec.load(g, o->machine.empty() ? nullptr : &m));
     if (!o->graph_out.empty()) graph_text = to_json(g).dump(2) + "\n";
     if (!o->task_graph_out.empty()) task_graph_text = sim::to_json(tg).dump() + "\n";
     if (!o->graph_out.empty()) {

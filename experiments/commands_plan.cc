@@ -8,6 +8,7 @@
 #include "core/machine.h"
 #include "experiments/cli.h"
 #include "planner/placement.h"
+#include "planner/search.h"
 #include "planner/residency.h"
 #include "planner/strategy.h"
 
@@ -17,6 +18,29 @@ namespace {
 using nlohmann::json;
 
 std::string parts_text(const Partition& p) { return p.rank() == 0 ? "scalar" : p.to_string(); }
+
+json search_json(const planner::SearchReport& r, const SearchOptions& o) {
+  json moves = json::object();
+  for (const auto& [kind, m] : r.moves)
+    moves[kind] = {{"tried", m.tried}, {"accepted", m.accepted}, {"improved", m.improved}, {"gain_s", m.gain_s}};
+  return {{"start_strategy", r.start_strategy}, {"start_makespan_s", r.start_makespan_s},
+          {"final_makespan_s", r.final_makespan_s}, {"starts_makespan_s", r.starts},
+          {"simulations", r.evaluations}, {"elapsed_s", r.elapsed_s}, {"budget_s", o.budget_s},
+          {"seed", o.seed}, {"budget_reached", r.budget_reached}, {"moves", moves}};
+}
+
+void print_search_report(const planner::SearchReport& r) {
+  std::printf("  search: start %s %s, final %s (%.1f%% faster), %d simulations in %s\n", r.start_strategy.c_str(),
+              human_seconds(r.start_makespan_s).c_str(), human_seconds(r.final_makespan_s).c_str(),
+              r.start_makespan_s > 0 ? 100 * (1 - r.final_makespan_s / r.start_makespan_s) : 0.0, r.evaluations,
+              human_seconds(r.elapsed_s).c_str());
+  std::printf("  starts:");
+  for (const auto& [s, t] : r.starts) std::printf(" %s %s", s.c_str(), human_seconds(t).c_str());
+  std::printf("\n");
+  for (const auto& [kind, m] : r.moves)
+    std::printf("  moves %-8s tried %d, accepted %d, new best %d, took %s off\n", kind.c_str(), m.tried, m.accepted,
+                m.improved, human_seconds(m.gain_s).c_str());
+}
 
 }  // namespace
 
@@ -33,6 +57,7 @@ void add_plan_commands(CLI::App& app) {
     std::string out;
     std::string weights = "resident";
     bool json_out = false;
+    SearchOptions search;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("plan", "choose a decomposition with a strategy and report its cost per node");
@@ -47,7 +72,9 @@ void add_plan_commands(CLI::App& app) {
   cmd->add_option("--placement", o->placement, "round-robin, greedy (min-max load) or locality (where the operand bytes are, at most ⌈blocks/n⌉ blocks of a node per device; a device left without compute is warned about and listed in --json as idle_devices)")->capture_default_str();
   cmd->add_option("--decomposition", o->manual, "decomposition JSON for -s manual");
   cmd->add_option("-m,--machine", o->machine,
-                  "machine preset or JSON: the greedy placement then weighs bytes by its flop/s per byte/s");
+                  "machine preset or JSON: the greedy placement then weighs bytes by its flop/s per byte/s, "
+                  "eindecomp weighs moved elements by the links they cross, search simulates on it");
+  o->search.add(*cmd);
   cmd->add_option("--dtype", o->dtype, "element type for the machine's peak flop/s")->capture_default_str();
   cmd->add_option("--weights", o->weights,
                   "resident (each weight block, and each fill, present at time zero on every device that reads it: "
@@ -74,6 +101,9 @@ void add_plan_commands(CLI::App& app) {
     po.dtype = parse_dtype(o->dtype, "--dtype");
     po.weights = planner::parse_weights(o->weights);
     if (!o->machine.empty()) po.machine = load_machine(o->machine);
+    po.budget_s = o->search.budget_s;
+    po.seed = o->search.seed;
+    po.progress = print_search_progress;
     auto t0 = std::chrono::steady_clock::now();
     planner::Plan p = planner::plan(g, o->strategy, po);
     double plan_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -100,7 +130,7 @@ void add_plan_commands(CLI::App& app) {
         agg += c.aggregation;
         rep += c.repartition;
       }
-      print_json({{"graph", o->graph.describe()},
+      json j = {{"graph", o->graph.describe()},
                   {"strategy", o->strategy},
                   {"placement", o->placement},
                   {"devices", o->devices},
@@ -112,7 +142,9 @@ void add_plan_commands(CLI::App& app) {
                   {"cost", total},
                   {"cost_by_kind", {{"join", join}, {"aggregation", agg}, {"repartition", rep}}},
                   {"plan_seconds", plan_s},
-                  {"nodes", nodes}});
+                  {"nodes", nodes}};
+      if (p.search) j["search"] = search_json(*p.search, o->search);
+      print_json(j);
       return;
     }
     std::printf("%s: strategy %s, %d devices x %d, placement %s, weights %s, planned in %s\n",
@@ -129,6 +161,7 @@ void add_plan_commands(CLI::App& app) {
                   total > 0 ? 100 * c / total : 0.0);
     }
     std::printf("  total cost %.6g elements moved or replicated\n", total);
+    if (p.search) print_search_report(*p.search);
     if (!o->out.empty()) std::printf("  wrote %s\n", o->out.c_str());
   });
 }

@@ -125,7 +125,8 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
   // Validate everything a user gave before the long work starts.
   std::vector<Decomposition> decompositions;
   for (const auto& s : o.strategies)
-    decompositions.push_back(cli::decompose(g, s, devices, o.weights, o.machine ? &*o.machine : nullptr));
+    decompositions.push_back(cli::decompose(g, s, devices, o.weights, o.machine ? &*o.machine : nullptr,
+                                            cli::SearchOptions{o.search_budget_s, o.seed}));
   const bool calibrated_now = !o.machine;
   if (o.machine && o.machine->num_devices() != devices)
     fail("machine '", o.machine_name, "' describes ", o.machine->num_devices(), " devices but ", devices,

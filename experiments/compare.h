@@ -42,7 +42,8 @@ struct CompareOptions {
   bool profiled = true;  // kernels profiled here; false: the analytic roofline only
   double profile_seconds = 0.002;
   bool cache_model = true;  // with profiled: hot and cold kernel times and the simulated cache
-  std::uint64_t seed = 1;
+  std::uint64_t seed = 1;    // the random inputs, and -s search's
+  double search_budget_s = 30;  // -s search (on `machine`, which it needs)
   std::string trace_dir;  // non-empty: write every simulated and measured timeline here
   // --comm-priority, --comm-sms, --comm-mechanism: set on every machine simulated.
   InterferenceSettings interference;

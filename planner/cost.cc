@@ -42,6 +42,14 @@ std::vector<Parts> candidate_partitions(const Shape& shape, int total_log2) {
   return out;
 }
 
+std::vector<Parts> node_candidates(const Shape& shape, int total_log2) {
+  for (int t = total_log2; t > 0; --t) {
+    auto c = candidate_partitions(shape, t);
+    if (!c.empty()) return c;
+  }
+  return {Parts(shape.size(), 1)};
+}
+
 double join_cost(const Graph& g, NodeId id, const Parts& p) {
   const Node& n = g.node(id);
   if (n.kind != NodeKind::einsum) return 0;

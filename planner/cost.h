@@ -26,6 +26,10 @@ using Parts = std::vector<int>;  // parts per index
 // Every vector of power-of-two parts per index whose product is 2^total_log2, with each
 // part at most the index size, in lexicographic order.
 [[nodiscard]] std::vector<Parts> candidate_partitions(const Shape& shape, int total_log2);
+// A node's candidates: candidate_partitions() for the largest product 2^t <= 2^total_log2
+// that its shape allows (a [1, 1000] node on 1,024 blocks: 512 blocks, not one block on
+// one device that every consumer's block must then fetch from).
+[[nodiscard]] std::vector<Parts> node_candidates(const Shape& shape, int total_log2);
 
 [[nodiscard]] double join_cost(const Graph& g, NodeId id, const Parts& p);
 [[nodiscard]] double aggregation_cost(const Graph& g, NodeId id, const Parts& p);

@@ -12,8 +12,10 @@
 #include "core/error.h"
 #include "core/io.h"
 #include "planner/baselines.h"
+#include "planner/eindecomp.h"
 #include "planner/placement.h"
 #include "planner/residency.h"
+#include "planner/search.h"
 
 namespace tessel::planner {
 namespace detail {
@@ -69,15 +71,6 @@ void fill_unplanned(const Graph& g, std::vector<Parts>& parts, const std::vector
   }
 }
 
-}  // namespace detail
-
-namespace {
-
-using detail::fill_unplanned;
-using detail::is_leaf;
-using detail::is_planned;
-using detail::require_power_of_two;
-
 bool splits_aggregation(const Graph& g, NodeId id, const Parts& p) {
   for (int j = g.out_rank(id); j < static_cast<int>(p.size()); ++j)
     if (p[static_cast<std::size_t>(j)] > 1) return true;
@@ -92,115 +85,11 @@ bool may_choose_output(const Graph& g, NodeId id, const std::vector<std::vector<
          g.node(consumers[id.index()][0]).kind == NodeKind::einsum;
 }
 
-// ---- eindecomp ---------------------------------------------------------------
+}  // namespace detail
 
-class EinDecomp final : public Strategy {
- public:
-  std::string name() const override { return "eindecomp"; }
-  std::string help() const override {
-    return "EinDecomp's dynamic program over trees: minimises elements replicated, aggregated and repartitioned";
-  }
+namespace {
 
-  Partitioning partition(const Graph& g, const PlanOptions& o) const override {
-    const int total = require_power_of_two(name(), o);
-    const auto consumers = g.consumers();
-    const std::size_t n = g.size();
-    std::vector<std::vector<Parts>> cands(n);
-    std::vector<std::vector<double>> best(n);  // subtree cost per join candidate
-    std::vector<double> free_cost(n, std::numeric_limits<double>::infinity());  // best aggregating candidate
-    std::vector<int> free_arg(n, -1);
-    // choice[node][cand][operand] = the operand's chosen candidate (in-tree operands),
-    // and whether it aggregates straight into what this node needs.
-    std::vector<std::vector<std::vector<std::pair<int, bool>>>> choice(n);
-    std::vector<char> fixed(n, 0);
-    Partitioning result;
-    result.join.assign(n, {});
-    result.output.assign(n, {});
-
-    auto in_tree = [&](NodeId child) { return is_planned(g, child) && consumers[child.index()].size() == 1; };
-    for (NodeId id : g.ids()) {
-      if (!is_planned(g, id)) continue;
-      const Node& node = g.node(id);
-      cands[id.index()] = candidate_partitions(g.join_shape(id), total);
-      if (cands[id.index()].empty()) cands[id.index()].push_back(Parts(g.join_shape(id).size(), 1));
-      const auto& cs = cands[id.index()];
-      best[id.index()].assign(cs.size(), 0);
-      choice[id.index()].assign(cs.size(), std::vector<std::pair<int, bool>>(node.inputs.size(), {-1, false}));
-      // Per operand: the best cost of delivering each needed partition, memoised.
-      std::vector<std::map<Parts, std::pair<double, std::pair<int, bool>>>> memo(node.inputs.size());
-      for (std::size_t c = 0; c < cs.size(); ++c) {
-        double cost = join_cost(g, id, cs[c]) + aggregation_cost(g, id, cs[c]);
-        for (std::size_t i = 0; i < node.inputs.size(); ++i) {
-          NodeId child = node.inputs[i];
-          if (!is_planned(g, child) || node.kind == NodeKind::select) {
-            if (is_planned(g, child) && in_tree(child)) {  // a select reads its operand as it is
-              const auto& bc = best[child.index()];
-              int arg = static_cast<int>(std::min_element(bc.begin(), bc.end()) - bc.begin());
-              cost += bc[static_cast<std::size_t>(arg)];
-              choice[id.index()][c][i] = {arg, false};
-            }
-            continue;
-          }
-          Parts need = operand_partition(g, id, static_cast<int>(i), cs[c]);
-          const double elems = static_cast<double>(elements(g.node(child).shape));
-          if (!in_tree(child)) {  // solved earlier: its partition is fixed
-            cost += repartition_cost(elems, result.output_of(g, child), need);
-            continue;
-          }
-          auto it = memo[i].find(need);
-          if (it == memo[i].end()) {
-            double m = free_cost[child.index()];  // aggregate straight into `need`
-            std::pair<int, bool> arg{free_arg[child.index()], true};
-            const auto& ccs = cands[child.index()];
-            for (std::size_t q = 0; q < ccs.size(); ++q) {
-              double v = best[child.index()][q] + repartition_cost(elems, output_partition(g, child, ccs[q]), need);
-              if (v < m) {
-                m = v;
-                arg = {static_cast<int>(q), false};
-              }
-            }
-            it = memo[i].emplace(need, std::make_pair(m, arg)).first;
-          }
-          cost += it->second.first;
-          choice[id.index()][c][i] = it->second.second;
-        }
-        best[id.index()][c] = cost;
-        if (may_choose_output(g, id, consumers) && splits_aggregation(g, id, cs[c]) && cost < free_cost[id.index()]) {
-          free_cost[id.index()] = cost;
-          free_arg[id.index()] = static_cast<int>(c);
-        }
-      }
-      // A tree root (several consumers, or none planned downstream): fix the tree now.
-      if (!in_tree(id) || !is_planned(g, consumers[id.index()][0])) {
-        const auto& b = best[id.index()];
-        int arg = static_cast<int>(std::min_element(b.begin(), b.end()) - b.begin());
-        fix(g, id, arg, cands, choice, result, fixed);
-      }
-    }
-    fill_unplanned(g, result.join, result.output);
-    return result;
-  }
-
- private:
-  static void fix(const Graph& g, NodeId id, int c, const std::vector<std::vector<Parts>>& cands,
-                  const std::vector<std::vector<std::vector<std::pair<int, bool>>>>& choice, Partitioning& result,
-                  std::vector<char>& fixed) {
-    fixed[id.index()] = 1;
-    const Parts& p = cands[id.index()][static_cast<std::size_t>(c)];
-    result.join[id.index()] = p;
-    const Node& node = g.node(id);
-    for (std::size_t i = 0; i < node.inputs.size(); ++i) {
-      auto [q, into_need] = choice[id.index()][static_cast<std::size_t>(c)][i];
-      NodeId child = node.inputs[i];
-      if (q < 0 || fixed[child.index()]) continue;
-      fix(g, child, q, cands, choice, result, fixed);
-      if (into_need) {
-        Parts need = operand_partition(g, id, static_cast<int>(i), p);
-        if (need != output_partition(g, child, result.join[child.index()])) result.output[child.index()] = need;
-      }
-    }
-  }
-};
+using namespace detail;
 
 // ---- exhaustive --------------------------------------------------------------
 
@@ -218,8 +107,7 @@ class Exhaustive final : public Strategy {
     for (NodeId id : g.ids()) {
       if (!is_planned(g, id)) continue;
       planned.push_back(id);
-      auto c = candidate_partitions(g.join_shape(id), total);
-      if (c.empty()) c.push_back(Parts(g.join_shape(id).size(), 1));
+      auto c = node_candidates(g.join_shape(id), total);
       combos *= static_cast<double>(c.size());
       cands.push_back(std::move(c));
     }
@@ -346,7 +234,7 @@ double Plan::total_cost() const {
 const std::vector<std::unique_ptr<Strategy>>& strategies() {
   static const auto list = [] {
     std::vector<std::unique_ptr<Strategy>> v;
-    v.push_back(std::make_unique<EinDecomp>());
+    v.push_back(make_eindecomp());
     v.push_back(std::make_unique<Exhaustive>());
     v.push_back(make_data_parallel());
     v.push_back(make_megatron());
@@ -355,6 +243,7 @@ const std::vector<std::unique_ptr<Strategy>>& strategies() {
     v.push_back(std::make_unique<BlockPerDevice>());
     v.push_back(std::make_unique<SplitLargest>());
     v.push_back(std::make_unique<Manual>());
+    v.push_back(make_search());
     return v;
   }();
   return list;
@@ -424,6 +313,7 @@ Plan plan(const Graph& g, std::string_view name, const PlanOptions& o) {
     result.costs = evaluate(g, p);
     return result;
   }
+  if (name == "search") return search_plan(g, o);
   const Strategy* strategy = nullptr;
   for (const auto& st : strategies())
     if (st->name() == name) strategy = st.get();

@@ -16,11 +16,14 @@
 //   block-per-device  one block per device along each node's largest output index
 //   split-largest     every node cut into n blocks along its largest indices
 //   manual            a decomposition JSON file (PlanOptions::manual_file)
+//   search            simulator-guided: the fastest start, improved by simulated
+//                     annealing on the machine within a time budget (search.h)
 //
 // Placement (placement.h) then puts blocks on devices; strategies that only partition
 // use it.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -57,6 +60,13 @@ struct PlanOptions {
   std::optional<Machine> machine;
   std::string manual_file;                        // for `manual`
   std::int64_t exhaustive_limit = 5'000'000;      // combinations `exhaustive` may try
+  // `search` (search.h): wall-clock budget, random seed, an optional cap on simulations
+  // (0 = none; with a cap the budget does not cut it short, the plan depends on the seed
+  // alone), and a sink for progress lines (none = silent).
+  double budget_s = 30;
+  std::uint64_t seed = 1;
+  std::int64_t search_evaluations = 0;
+  std::function<void(const std::string&)> progress;
   Weights weights = Weights::resident;
 };
 
@@ -81,10 +91,13 @@ struct NodeCost {
   [[nodiscard]] double total() const { return join + aggregation + repartition; }
 };
 
+struct SearchReport;  // search.h
+
 struct Plan {
   std::string strategy;
   Decomposition decomposition;
   std::vector<NodeCost> costs;  // per node
+  std::shared_ptr<const SearchReport> search;  // what `search` did; null for the others
   // Devices that run no compute block of any einsum, select or fill: the CLI warns and
   // reports them (placement.h).
   std::vector<int> idle_devices;

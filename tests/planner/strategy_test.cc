@@ -113,8 +113,9 @@ TEST(Strategies, EveryStrategyAndPlacementExecutesToTheReferenceResult) {
     runtime::TensorMap inputs = runtime::random_inputs(g, 4);
     runtime::TensorMap want = runtime::evaluate_reference(g, inputs);
     for (const std::string& s : strategy_names()) {
-      // dp-tp needs a machine (its own test, baselines_test.cc).
-      if (s == "manual" || s == "dp-tp" || (s == "exhaustive" && std::string(w).starts_with("llama"))) continue;
+      // dp-tp and search need a machine (their own tests: baselines_test.cc, search_test.cc).
+      if (s == "manual" || s == "dp-tp" || s == "search" || (s == "exhaustive" && std::string(w).starts_with("llama")))
+        continue;
       for (const char* placement : {"round-robin", "greedy", "locality"})
         for (int n : {2, 4}) {
           PlanOptions o;
@@ -213,7 +214,10 @@ Graph random_diamond(std::mt19937_64& rng) {
   return g.build();
 }
 
-TEST(EinDecomp, OnDagsIsNeverBelowTheExhaustiveOptimumAndUsuallyMatchesIt) {
+// The diamond suite: 30 random diamonds x n = 2, 4, 8. The tree DP alone fixed y before
+// seeing its second consumer (optimal on 58 of 90, up to 33% above); solving y jointly
+// with its consumers must stay within 5% of the exhaustive optimum on every graph.
+TEST(EinDecomp, OnDiamondDagsIsWithinFivePercentOfTheExhaustiveOptimum) {
   std::mt19937_64 rng(23);
   int equal = 0, total = 0;
   double worst_gap = 0;
@@ -222,13 +226,46 @@ TEST(EinDecomp, OnDagsIsNeverBelowTheExhaustiveOptimumAndUsuallyMatchesIt) {
     for (int n : {2, 4, 8}) {
       double dp = cost_of(g, "eindecomp", n), best = cost_of(g, "exhaustive", n);
       EXPECT_GE(dp, best) << "trial " << trial << " n=" << n;  // exhaustive is the optimum
+      EXPECT_LE(dp, 1.05 * best) << "trial " << trial << " n=" << n;
       equal += dp == best;
       ++total;
       worst_gap = std::max(worst_gap, dp / best - 1);
     }
   }
   std::printf("eindecomp on %d diamond DAGs: optimal in %d, worst gap %.1f%%\n", total, equal, 100 * worst_gap);
-  EXPECT_GT(equal, 0);
+}
+
+// Two shared nodes in a row (y feeds two products whose sum z feeds two more): the
+// joint solve is coordinate descent there, not exact; it must never be below the
+// optimum and is reported against it.
+Graph random_double_diamond(std::mt19937_64& rng) {
+  auto pow2 = [&](int lo, int hi) { return std::int64_t{1} << std::uniform_int_distribution<int>(lo, hi)(rng); };
+  const std::int64_t m = pow2(2, 6), k = pow2(2, 6), n = pow2(2, 6), p = pow2(2, 6);
+  GraphBuilder g;
+  NodeId y = g.matmul(g.input("x", {m, k}), g.input("w", {k, n}));
+  NodeId z = g.map("add(x0,x1)", {g.matmul(y, g.input("a", {n, p})), g.einsum("mn,pn->mp", {y, g.input("b", {p, n})})});
+  NodeId u = g.matmul(z, g.input("c", {p, k}));
+  NodeId v = g.einsum("mp,kp->mk", {z, g.input("d", {k, p})});
+  g.output(g.map("add(x0,x1)", {u, v}), "out");
+  return g.build();
+}
+
+TEST(EinDecomp, OnDagsWithTwoSharedNodesIsNeverBelowTheOptimumAndCloseToIt) {
+  std::mt19937_64 rng(29);
+  int equal = 0, total = 0;
+  double worst_gap = 0;
+  for (int trial = 0; trial < 10; ++trial) {
+    Graph g = random_double_diamond(rng);
+    for (int n : {2, 4}) {
+      double dp = cost_of(g, "eindecomp", n), best = cost_of(g, "exhaustive", n);
+      EXPECT_GE(dp, best) << "trial " << trial << " n=" << n;
+      equal += dp == best;
+      ++total;
+      worst_gap = std::max(worst_gap, dp / best - 1);
+    }
+  }
+  std::printf("eindecomp on %d double diamonds: optimal in %d, worst gap %.1f%%\n", total, equal, 100 * worst_gap);
+  EXPECT_LE(worst_gap, 0.05);
 }
 
 }  // namespace

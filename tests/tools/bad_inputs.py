@@ -576,6 +576,10 @@ def cli_cases(rng):
             big = v in ("2147483647", "1000000", "1e3", "0x10")
             cases.append(Case(f"cli/{cmd[0]}-d-{i:02d}", cmd + ["-d", v, "--json"], {}, "any" if big or v in (" 2", "2 ", "+2") else "error",
                               check=lambda folder, out: negative_totals(out)))
+    cases.append(Case("cli/plan-search-without-machine", ["plan", "-w", "chain:size=8", "-d", "2", "-s", "search",
+                                                           "-o", "d.json"], {}, "error", outputs=("d.json",)))
+    cases.append(Case("cli/simulate-search-machine-too-small", ["simulate", "-w", "chain:size=8", "-d", "16", "-s",
+                                                                "search", "-m", "h100-sxm-8"], {}, "error"))
     for i, v in enumerate(numbers):
         if v not in ("1000000", "2147483647"):  # valid requests for a long run, not bad input
             cases.append(Case(f"cli/run-repeat-{i:02d}", ["run", "-w", "chain:size=8", "-d", "1", "--repeat", v], {},
@@ -583,6 +587,10 @@ def cli_cases(rng):
         cases.append(Case(f"cli/plan-k-{i:02d}", ["plan", "-w", "chain:size=8", "-d", "2", "-k", v], {},
                           "any" if v in (" 2", "2 ", "+2", "1e3", "0x10") else "error"))
         cases.append(Case(f"cli/run-seed-{i:02d}", ["run", "-w", "chain:size=8", "-d", "1", "--seed", v], {}, "any"))
+        if v not in ("1000000", "2147483647", "1e3", "0x10", " 2", "2 ", "+2"):  # a search of that many seconds is valid
+            cases.append(Case(f"cli/plan-search-budget-{i:02d}", ["plan", "-w", "chain:size=8", "-d", "2", "-s", "search",
+                                                                  "-m", "h100-sxm-8", "--budget-s", v, "-o", "d.json"], {},
+                              "any" if v == "1.5" else "error", outputs=("d.json",)))
         cases.append(Case(f"cli/compare-warmup-{i:02d}", ["compare", "-w", "chain:size=8", "-d", "1", "--warmup", v,
                                                           "--repeat", "0"], {}, "error"))
         cases.append(Case(f"cli/calibrate-rounds-{i:02d}", ["calibrate", "-d", "1", "--rounds", v, "--seconds", "-1",

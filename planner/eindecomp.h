@@ -1,0 +1,68 @@
+#pragma once
+// EinDecomp's dynamic program (EinDecomp, PVLDB 18(7), arXiv 2410.02682) and what the
+// planner builds around it:
+//
+//   DP over trees   each planned node's best subtree cost per candidate partition; a
+//                   node with several consumers (the root of a tree) is fixed when its
+//                   own tree is solved, so on a DAG the DP alone may miss the optimum.
+//   DAGs            eindecomp_partition() then solves every shared node jointly with its
+//                   consumers where its candidate set is small: for each output partition
+//                   the shared node can produce, the DP is rerun with that partition
+//                   forced, and the cheapest is kept (coordinate descent over the shared
+//                   nodes, a few sweeps, until no forced choice lowers the total). With
+//                   one shared node this is exact: the rest of the graph is a forest
+//                   whose leaves are fixed.
+//   topology        with a machine whose first n devices span several hosts, each moved
+//                   element is weighted by the bandwidth of the link it crosses
+//                   (topology_cost.cc): a block's peers under round-robin placement on
+//                   the same host cost 1, those on other hosts B_intra / B_inter.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/graph.h"
+#include "planner/baselines.h"
+#include "planner/cost.h"
+#include "planner/strategy.h"
+
+namespace tessel::planner {
+
+// Shared by the strategies (strategy.cc; the others: baselines.h).
+namespace detail {
+[[nodiscard]] bool splits_aggregation(const Graph& g, NodeId id, const Parts& p);
+[[nodiscard]] bool may_choose_output(const Graph& g, NodeId id, const std::vector<std::vector<NodeId>>& consumers);
+}  // namespace detail
+
+// The cost EinDecomp's DP minimises: elements (cost.h) unless a subclass weighs them.
+class DpCost {
+ public:
+  virtual ~DpCost() = default;
+  [[nodiscard]] virtual double join(const Graph& g, NodeId id, const Parts& p) const { return join_cost(g, id, p); }
+  [[nodiscard]] virtual double aggregation(const Graph& g, NodeId id, const Parts& p) const {
+    return aggregation_cost(g, id, p);
+  }
+  [[nodiscard]] virtual double repartition(double elements, const Parts& from, const Parts& to) const {
+    return repartition_cost(elements, from, to);
+  }
+  // Whether an einsum may aggregate its partials straight into its one consumer's need
+  // (EinDecomp's post-aggregation partition). Under round-robin placement each output
+  // block of that partition is summed on the device of its first partial, so a need
+  // finer than the join's output piles many sites onto few devices: the topology cost,
+  // which counts where traffic converges, says no.
+  [[nodiscard]] virtual bool aggregates_into_need() const { return true; }
+};
+
+// The DP's cost for `options`: topology-weighted (topology_cost.cc) when a machine is
+// given and the first `devices` devices span more than one host, elements otherwise.
+[[nodiscard]] std::unique_ptr<DpCost> make_dp_cost(const PlanOptions& options);
+
+// The total of `p` under `cost`, the same terms as evaluate().
+[[nodiscard]] double dp_total(const Graph& g, const Partitioning& p, const DpCost& cost);
+
+// EinDecomp with the DAG step above, under make_dp_cost(options).
+[[nodiscard]] Partitioning eindecomp_partition(const Graph& g, const PlanOptions& options);
+
+[[nodiscard]] std::unique_ptr<Strategy> make_eindecomp();
+
+}  // namespace tessel::planner

@@ -1,0 +1,299 @@
+// The simulator-guided strategy (search.h).
+#include "planner/search.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "core/error.h"
+#include "core/task_graph.h"
+#include "planner/eindecomp.h"
+#include "planner/placement.h"
+#include "planner/residency.h"
+#include "sim/simulator.h"
+
+namespace tessel::planner {
+namespace {
+
+using namespace detail;
+using Clock = std::chrono::steady_clock;
+
+// Starts, in the order they are simulated (eindecomp first: the budget may allow one).
+const char* const kStarts[] = {"eindecomp", "split-largest", "megatron", "dp-tp", "sqrt-split", "data-parallel",
+                               "block-per-device"};
+constexpr double kT0 = 0.02;
+constexpr int kMaxIdleDraws = 10'000;  // moves in a row that change nothing: stop
+
+class Searcher {
+ public:
+  Searcher(const Graph& g, const PlanOptions& o) : g_(g), o_(o), rng_(o.seed), t0_(Clock::now()) {
+    consumers_ = g.consumers();
+    for (NodeId id : g.ids())
+      if (g.node(id).kind == NodeKind::einsum) einsums_.push_back(id);
+    per_host_ = 1;
+    const Machine& m = *o.machine;
+    while (per_host_ < o.devices && m.device(DeviceId(per_host_)).host == m.device(DeviceId(0)).host) ++per_host_;
+  }
+
+  Plan run(SearchReport& rep) {
+    // Starts: each strategy that can serve the request, simulated in order.
+    PlanOptions po = o_;
+    for (const char* s : kStarts) {
+      Plan p;
+      try {
+        p = plan(g_, s, po);
+      } catch (const Error&) {
+        continue;  // e.g. n·k not a power of two for eindecomp
+      }
+      for (const char* placement : {"round-robin", "greedy"}) {
+        if (placement == o_.placement) continue;
+        try {
+          PlanOptions alt = po;
+          alt.placement = placement;
+          pool_.push_back(plan(g_, s, alt).decomposition);
+        } catch (const Error&) {
+        }
+      }
+      pool_.push_back(p.decomposition);  // pooled for `adopt` whether simulated or not
+      double t = evaluate(p.decomposition, rep);
+      if (std::isnan(t)) {  // would end past the budget: the next start may be smaller
+        rep.budget_reached = true;
+        continue;
+      }
+      rep.starts[s] = t;
+      if (t < best_s_) {
+        best_s_ = t;
+        best_ = p.decomposition;
+        rep.start_strategy = s;
+        rep.start_makespan_s = t;
+      }
+    }
+    if (!std::isfinite(best_s_)) fail("strategy 'search': no start could be planned and simulated");
+    progress(rep, "start");
+    Decomposition cur = best_;
+    double cur_s = best_s_;
+    int k = 0, idle = 0;
+    while (true) {
+      if (o_.search_evaluations > 0 && rep.evaluations >= o_.search_evaluations) break;
+      if (elapsed() >= o_.budget_s) {
+        rep.budget_reached = true;
+        break;
+      }
+      Decomposition next = cur;
+      std::string kind = move(next);
+      // Weights at rest follow the blocks that read them, as plan() makes them.
+      if (!kind.empty() && o_.weights == Weights::resident) make_resident(g_, next);
+      if (kind.empty() || next == cur) {  // nothing changed: no simulation spent
+        if (++idle == kMaxIdleDraws) break;  // nothing left to try (one device, say)
+        continue;
+      }
+      idle = 0;
+      double t = evaluate(next, rep);
+      if (std::isnan(t)) {
+        rep.budget_reached = true;
+        break;
+      }
+      auto& mv = rep.moves[kind];
+      ++mv.tried;
+      if (!std::isfinite(t)) continue;
+      const double temp = kT0 / (1.0 + k++ / 16.0);
+      const bool accept = t < cur_s || std::uniform_real_distribution<double>(0, 1)(rng_) <
+                                           std::exp(-(t - cur_s) / (temp * cur_s));
+      if (accept) {
+        ++mv.accepted;
+        cur = std::move(next);
+        cur_s = t;
+        if (t < best_s_) {
+          ++mv.improved;
+          mv.gain_s += best_s_ - t;
+          best_s_ = t;
+          best_ = cur;
+          progress(rep, kind);
+        }
+      }
+    }
+    rep.final_makespan_s = best_s_;
+    rep.elapsed_s = elapsed();
+    progress(rep, "done");
+    Plan result;
+    result.strategy = "search";
+    result.decomposition = best_;
+    return result;
+  }
+
+ private:
+  double elapsed() const { return std::chrono::duration<double>(Clock::now() - t0_).count(); }
+
+  // The makespan of `d`; infinity when lowering or simulating refuses it; NaN, without
+  // simulating, when the simulation is expected to end past the budget: its tasks times
+  // the seconds per task the simulations so far took (the first is always run).
+  double evaluate(const Decomposition& d, SearchReport& rep) {
+    auto t = Clock::now();
+    double makespan = std::numeric_limits<double>::infinity();
+    try {
+      TaskGraph tg = lower(g_, d);
+      const double tasks = static_cast<double>(tg.size());
+      // A quarter over the estimate: simulation time per task varies from plan to plan.
+      if (tasks_ > 0 && elapsed() + 1.25 * tasks * (eval_s_ / tasks_) > o_.budget_s) return std::nan("");
+      sim::SimOptions so;  // flow network, async, longest-path priority
+      makespan = sim::simulate(tg, *o_.machine, so).makespan_s;
+      eval_s_ += std::chrono::duration<double>(Clock::now() - t).count();
+      tasks_ += tasks;
+    } catch (const Error&) {
+      // A move the lowering or the simulator refuses is simply not taken.
+    }
+    ++rep.evaluations;
+    return makespan;
+  }
+
+  void progress(const SearchReport& rep, const std::string& what) const {
+    if (!o_.progress) return;
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "search: %s: best %.4g ms (start %s %.4g ms), %d simulations in %.1f s of %.1f s",
+                  what.c_str(), best_s_ * 1e3, rep.start_strategy.c_str(), rep.start_makespan_s * 1e3,
+                  rep.evaluations, elapsed(), o_.budget_s);
+    o_.progress(buf);
+  }
+
+  // One random move on `d`; its kind, or "" when none applies to the node drawn.
+  std::string move(Decomposition& d) {
+    if (einsums_.empty()) return "";
+    NodeId id = einsums_[std::uniform_int_distribution<std::size_t>(0, einsums_.size() - 1)(rng_)];
+    NodePlan& np = d.nodes[id.index()];
+    const int r = static_cast<int>(std::uniform_int_distribution<int>(0, 99)(rng_));
+    if (r < 40) {  // resplit
+      Parts p = np.partition.parts();
+      const Shape js = g_.join_shape(id);
+      std::vector<int> from, to;
+      for (std::size_t j = 0; j < p.size(); ++j) {
+        if (p[j] % 2 == 0) from.push_back(static_cast<int>(j));
+        if (static_cast<std::int64_t>(p[j]) * 2 <= js[j]) to.push_back(static_cast<int>(j));
+      }
+      if (from.empty() || to.empty()) return "";
+      int a = from[std::uniform_int_distribution<std::size_t>(0, from.size() - 1)(rng_)];
+      int b = to[std::uniform_int_distribution<std::size_t>(0, to.size() - 1)(rng_)];
+      if (a == b) return "";
+      p[static_cast<std::size_t>(a)] /= 2;
+      p[static_cast<std::size_t>(b)] *= 2;
+      NodePlan fresh;
+      fresh.partition = Partition::even(js, p);
+      for (std::int64_t blk = 0; blk < fresh.partition.num_blocks(); ++blk)
+        fresh.devices.emplace_back(static_cast<std::int32_t>(blk % d.num_devices));
+      np = std::move(fresh);
+      follow(d, id);
+      return "resplit";
+    }
+    if (r < 60) {  // adopt
+      if (pool_.empty()) return "";
+      const Decomposition& other = pool_[std::uniform_int_distribution<std::size_t>(0, pool_.size() - 1)(rng_)];
+      if (other.nodes[id.index()] == np) return "";
+      np = other.nodes[id.index()];
+      follow(d, id);
+      return "adopt";
+    }
+    const std::int64_t blocks = static_cast<std::int64_t>(np.devices.size());
+    if (r < 80) {  // swap
+      if (blocks < 2) return "";
+      auto pick = std::uniform_int_distribution<std::int64_t>(0, blocks - 1);
+      std::int64_t x = pick(rng_), y = pick(rng_);
+      if (np.devices[static_cast<std::size_t>(x)] == np.devices[static_cast<std::size_t>(y)]) return "";
+      std::swap(np.devices[static_cast<std::size_t>(x)], np.devices[static_cast<std::size_t>(y)]);
+      return "swap";
+    }
+    // shift: by one device, or by a host's worth of devices
+    if (d.num_devices < 2) return "";
+    const int by = (rng_() & 1) && per_host_ < d.num_devices ? per_host_ : 1;
+    for (DeviceId& dev : np.devices) dev = DeviceId((dev.value + by) % d.num_devices);
+    for (DeviceId& dev : np.agg_devices) dev = DeviceId((dev.value + by) % d.num_devices);
+    return "shift";
+  }
+
+  // After `id` changed: the leaves it is the first consumer of and the outputs reading
+  // it take the partition it implies (as strategies fill them), blocks round-robin; an
+  // aggregation target that no longer applies is dropped.
+  void follow(Decomposition& d, NodeId id) {
+    NodePlan& np = d.nodes[id.index()];
+    if (np.output && !splits_aggregation(g_, id, np.partition.parts())) {
+      np.output.reset();
+      np.agg_devices.clear();
+    }
+    std::vector<Parts> parts(g_.size()), outputs(g_.size());
+    for (NodeId n : g_.ids()) {
+      parts[n.index()] = d.nodes[n.index()].partition.parts();
+      if (d.nodes[n.index()].output) outputs[n.index()] = d.nodes[n.index()].output->parts();
+    }
+    fill_unplanned(g_, parts, outputs);
+    for (NodeId n : g_.ids()) {
+      const Node& node = g_.node(n);
+      if (is_planned(g_, n)) continue;
+      const bool depends = std::find(node.inputs.begin(), node.inputs.end(), id) != node.inputs.end() ||
+                           (!consumers_[n.index()].empty() && consumers_[n.index()][0] == id);
+      if (!depends || parts[n.index()] == d.nodes[n.index()].partition.parts()) continue;
+      NodePlan fresh;
+      fresh.partition = Partition::even(g_.join_shape(n), parts[n.index()]);
+      for (std::int64_t blk = 0; blk < fresh.partition.num_blocks(); ++blk)
+        fresh.devices.emplace_back(static_cast<std::int32_t>(blk % d.num_devices));
+      d.nodes[n.index()] = std::move(fresh);
+    }
+  }
+
+  const Graph& g_;
+  const PlanOptions& o_;
+  std::mt19937_64 rng_;
+  Clock::time_point t0_;
+  std::vector<std::vector<NodeId>> consumers_;
+  std::vector<NodeId> einsums_;
+  std::vector<Decomposition> pool_;
+  int per_host_ = 1;
+  Decomposition best_;
+  double best_s_ = std::numeric_limits<double>::infinity();
+  double eval_s_ = 0;  // lowering and simulating, all evaluations so far
+  double tasks_ = 0;   // their tasks
+};
+
+class Search final : public Strategy {
+ public:
+  std::string name() const override { return "search"; }
+  std::string help() const override {
+    return "simulator-guided: the fastest of eindecomp and the baselines on the machine (-m, flow), improved by "
+           "simulated annealing over partitions and block placements within --budget-s (deterministic for --seed)";
+  }
+  Partitioning partition(const Graph&, const PlanOptions&) const override {
+    fail("strategy 'search' is planned whole by plan()");  // it places blocks itself
+  }
+};
+
+}  // namespace
+
+Plan search_plan(const Graph& g, const PlanOptions& o, SearchReport* report) {
+  if (!o.machine)
+    fail("strategy 'search' needs a machine to simulate on (-m PRESET or a machine JSON file)");
+  if (o.machine->num_devices() < o.devices)
+    fail("strategy 'search': machine '", o.machine->name, "' has ", o.machine->num_devices(),
+         " devices, fewer than the ", o.devices, " asked for");
+  if (!(o.budget_s > 0) || !std::isfinite(o.budget_s))
+    fail("strategy 'search': the budget must be a positive number of seconds, not ", o.budget_s);
+  SearchReport local;
+  SearchReport& rep = report ? *report : local;
+  rep = {};
+  Searcher s(g, o);
+  Plan p = s.run(rep);
+  p.search = std::make_shared<const SearchReport>(rep);
+  // The analytic cost of what was found, node by node, as for every strategy.
+  Partitioning parts;
+  for (NodeId id : g.ids()) {
+    const NodePlan& np = p.decomposition.plan(id);
+    parts.join.push_back(np.partition.parts());
+    parts.output.push_back(np.output ? np.output->parts() : Parts{});
+  }
+  p.costs = evaluate(g, parts);
+  if (o.weights == Weights::resident) check_resident_memory(g, p.decomposition, *o.machine);
+  p.idle_devices = idle_devices(g, p.decomposition);
+  return p;
+}
+
+std::unique_ptr<Strategy> make_search() { return std::make_unique<Search>(); }
+
+}  // namespace tessel::planner

@@ -1,0 +1,56 @@
+#pragma once
+// `search`: a simulator-guided strategy (the simulator as the planner's cost oracle).
+//
+// It plans the graph with eindecomp and every baseline that can serve the request,
+// simulates each on the machine (sim::simulate: flow network, async policy, longest-path
+// priority, interference as the machine describes it) and starts from the fastest. Then
+// simulated annealing over the decomposition, one move at a time, each move lowered and
+// simulated:
+//
+//   resplit    one einsum's parts: a factor of two moved from one index to another
+//              (blocks placed round-robin, an aggregation target dropped)
+//   adopt      one einsum's partition and placement taken from another strategy's plan
+//              (every start, under round-robin and greedy placement)
+//   swap       the devices of two blocks of one einsum exchanged
+//   shift      every block of one einsum moved by the same number of devices
+//
+// Leaves and outputs follow a node that changes, as strategies fill them. A move that
+// is slower is kept with probability exp(−Δ / (T·current)), T = 0.02 / (1 + k/16) after k
+// evaluations; the fastest decomposition seen is returned, so the result is never
+// slower than the start. The random choices come from a generator seeded with
+// PlanOptions::seed, and the schedule counts evaluations, not seconds: with the same
+// seed, the same number of evaluations gives the same plan. The budget stops the search
+// before an evaluation expected (from the mean so far) to end past it; the starts are
+// simulated first, at least one whatever the budget.
+
+#include <functional>
+#include <map>
+#include <string>
+
+#include "core/graph.h"
+#include "planner/strategy.h"
+
+namespace tessel::planner {
+
+struct SearchReport {
+  std::string start_strategy;  // the fastest start
+  double start_makespan_s = 0;
+  double final_makespan_s = 0;
+  std::map<std::string, double> starts;  // every start simulated: strategy → makespan
+  int evaluations = 0;                   // simulations, starts included
+  double elapsed_s = 0;
+  bool budget_reached = false;  // false: stopped by PlanOptions::search_evaluations
+  struct Moves {
+    int tried = 0, accepted = 0, improved = 0;  // improved: a new best
+    double gain_s = 0;                          // makespan taken off the best by this kind
+  };
+  std::map<std::string, Moves> moves;  // by kind: resplit, adopt, swap, shift
+};
+
+// The search's plan; `report` (optional) receives what it did. Error when
+// options.machine is empty or no start can be planned.
+[[nodiscard]] Plan search_plan(const Graph& g, const PlanOptions& options, SearchReport* report = nullptr);
+
+[[nodiscard]] std::unique_ptr<Strategy> make_search();
+
+}  // namespace tessel::planner
