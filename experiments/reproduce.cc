@@ -42,8 +42,16 @@ struct Experiment {
 
 SweepPoint sim_point(std::string workload, int devices, std::string strategy, std::string placement,
                      std::string machine, std::string policy = "async", std::string network = sim::SimOptions{}.network) {
-  return {std::move(workload), devices, std::move(strategy), std::move(placement), std::move(machine),
-          std::move(network),  std::move(policy), "sim"};
+  SweepPoint p;
+  p.workload = std::move(workload);
+  p.devices = devices;
+  p.strategy = std::move(strategy);
+  p.placement = std::move(placement);
+  p.machine = std::move(machine);
+  p.network = std::move(network);
+  p.policy = std::move(policy);
+  p.backend = "sim";
+  return p;
 }
 
 std::string fmt(const char* f, double v) {
