@@ -2,8 +2,11 @@
 // expected direction, and bad values fail cleanly.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -119,10 +122,22 @@ TEST(OverlapCli, SweepAppliesTheOptionsToEveryPoint) {
     std::string header, row;
     std::getline(in, header);
     std::getline(in, row);
-    // makespan_s is the ninth column; the keys before it hold no commas here.
-    std::size_t pos = 0;
-    for (int i = 0; i < 8; ++i) pos = row.find(',', pos) + 1;
-    return std::stod(row.substr(pos));
+    // The column named makespan_s (found by name: the keys before it grow); no key
+    // value holds a comma here.
+    auto split = [](const std::string& line) {
+      std::vector<std::string> cells;
+      std::size_t start = 0;
+      for (std::size_t comma; (comma = line.find(',', start)) != std::string::npos; start = comma + 1)
+        cells.push_back(line.substr(start, comma - start));
+      cells.push_back(line.substr(start));
+      return cells;
+    };
+    const auto names = split(header), cells = split(row);
+    const auto it = std::find(names.begin(), names.end(), "makespan_s");
+    EXPECT_NE(it, names.end()) << header;
+    const auto col = static_cast<std::size_t>(it - names.begin());
+    EXPECT_LT(col, cells.size()) << row;
+    return std::stod(cells.at(col));
   };
   EXPECT_LT(makespan_of(b), makespan_of(a));
   auto r = run_tessel("sweep " + spec.string() + " -o " + b.string() + " --comm-sms 999");
