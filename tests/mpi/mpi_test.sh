@@ -39,7 +39,9 @@ case $mode in
     np=$3
     policy=$4
     for w in chain:size=64 chain:size=48,dtype=f64 chain-sum:size=40 chain-sum:size=40,skewed=1 \
-             ffn:tokens=32,dim=16,hidden=32 llama-block:model=tiny; do
+             ffn:tokens=32,dim=16,hidden=32 llama-block:model=tiny \
+             gemm-alltoall:experts=4,tokens=32,dim=16,out=16 gemv-allreduce:rows=32,cols=32 \
+             embedding-alltoall:batch=16,tables=4,vocab=8,dim=16; do
       mpi "$np" run -w "$w" -d 4 --backend mpi --policy "$policy" --repeat 2 --json
       if [ $rc -ne 0 ]; then
         bad "$w on $np ranks, $policy: exit $rc"; cat "$tmp/out"
