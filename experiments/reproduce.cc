@@ -54,12 +54,6 @@ SweepPoint sim_point(std::string workload, int devices, std::string strategy, st
   return p;
 }
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
 // Einsummable's matrix chain A·B + C·(D·E) on 4 GPUs, square and skewed: EinDecomp's
 // partition with its greedy placement against splitting every dimension √n ways.
 Experiment einsummable_chain(bool quick) {
@@ -150,18 +144,6 @@ double field(const std::vector<std::string>& row, const std::vector<std::string>
   auto it = std::find(header.begin(), header.end(), col);
   const std::string& v = row[static_cast<std::size_t>(it - header.begin())];
   return v.empty() ? 0.0 : std::stod(v);
-}
-
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\'')
-      out += "'\\''";
-    else
-      out += c;
-  }
-  out += '\'';
-  return out;
 }
 
 
@@ -333,6 +315,24 @@ ReproduceResult sim_vs_measured(const ReproduceOptions& o, const std::string& su
   return res;
 }
 }  // namespace
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'')
+      out += "'\\''";
+    else
+      out += c;
+  }
+  out += '\'';
+  return out;
+}
 
 const std::vector<ReproductionInfo>& reproductions() {
   static const std::vector<ReproductionInfo> list{

@@ -36,6 +36,11 @@ struct ReproduceResult {
   std::size_t points = 0, failed = 0;
 };
 
+// Helpers the reproductions share: `f` (a printf format of one double) applied to `v`,
+// and `s` quoted for a POSIX shell (the plotting commands).
+[[nodiscard]] std::string fmt(const char* f, double v);
+[[nodiscard]] std::string shell_quote(const std::string& s);
+
 // An Error naming the reproduction and listing the known ones on an unknown or
 // unimplemented name; the CSV is written whole (never half) before plotting.
 ReproduceResult reproduce(const std::string& name, const ReproduceOptions& options);

@@ -13,21 +13,6 @@
 #include "sim/simulator.h"
 
 namespace tessel::experiments {
-namespace {
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
-std::string quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-}  // namespace
 
 ReproduceResult offload_reproduction(const ReproduceOptions& o, const std::string& summary) {
   const std::string w = o.quick ? "llama-block:model=7b,seq=64" : "llama-block:model=7b";
@@ -110,12 +95,12 @@ ReproduceResult offload_reproduction(const ReproduceOptions& o, const std::strin
   say("csv: " + res.csv);
   if (o.plot) {
     const std::string png = (std::filesystem::path(o.dir) / "offload.png").string();
-    const std::string cmd = quote(o.plots_dir + "/python.sh") + " " + quote(o.plots_dir + "/lines.py") + " " +
-                            quote(res.csv) + " " + quote(png) +
+    const std::string cmd = shell_quote(o.plots_dir + "/python.sh") + " " + shell_quote(o.plots_dir + "/lines.py") + " " +
+                            shell_quote(res.csv) + " " + shell_quote(png) +
                             " --x cap_pct --y slowdown --group system --xlabel " +
-                            quote("memory cap (% of the uncapped peak)") + " --ylabel " +
-                            quote("makespan / uncapped") + " --title " +
-                            quote(w + " on 8 simulated H100s, memory capped");
+                            shell_quote("memory cap (% of the uncapped peak)") + " --ylabel " +
+                            shell_quote("makespan / uncapped") + " --title " +
+                            shell_quote(w + " on 8 simulated H100s, memory capped");
     std::fflush(o.out);
     std::fflush(stdout);
     if (std::system(cmd.c_str()) != 0)

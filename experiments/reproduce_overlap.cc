@@ -20,18 +20,6 @@
 namespace tessel::experiments {
 namespace {
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
-std::string quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 struct Sim {
   double makespan_s = 0;
   double comm_utilization = 0;
@@ -63,9 +51,9 @@ Sim simulate_one(TaskGraph tg, const Machine& m, bool fuse) {
 void draw(const ReproduceOptions& o, ReproduceResult& res, const std::string& name, const std::string& suffix,
           const std::vector<std::string>& args, const std::function<void(std::string)>& say) {
   const std::string png = (std::filesystem::path(o.dir) / (name + suffix + ".png")).string();
-  std::string cmd = quote(o.plots_dir + "/python.sh") + " " + quote(o.plots_dir + "/bars.py") + " " + quote(res.csv) +
-                    " " + quote(png);
-  for (const auto& a : args) cmd += " " + quote(a);
+  std::string cmd = shell_quote(o.plots_dir + "/python.sh") + " " + shell_quote(o.plots_dir + "/bars.py") + " " + shell_quote(res.csv) +
+                    " " + shell_quote(png);
+  for (const auto& a : args) cmd += " " + shell_quote(a);
   std::fflush(o.out);
   std::fflush(stdout);
   if (std::system(cmd.c_str()) != 0)
