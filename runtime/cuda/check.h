@@ -10,6 +10,8 @@
 #include <nccl.h>
 #include <nvrtc.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <string>
 
 namespace tessel::runtime::cuda {
@@ -33,3 +35,17 @@ void check(ncclResult_t r, const char* call, const char* file, int line);
 #define TESSEL_CUBLAS_CHECK(call) ::tessel::runtime::cuda::check((call), #call, __FILE__, __LINE__)
 #define TESSEL_NVRTC_CHECK(call) ::tessel::runtime::cuda::check((call), #call, __FILE__, __LINE__)
 #define TESSEL_NCCL_CHECK(call) ::tessel::runtime::cuda::check((call), #call, __FILE__, __LINE__)
+
+namespace tessel::runtime::cuda {
+
+// Device memory (at least 256 bytes) freed however the measuring code that owns it ends:
+// the calibration and the overlap benchmark allocate their scratch buffers through it.
+struct DeviceBuffer {
+  void* p = nullptr;
+  explicit DeviceBuffer(std::size_t bytes) { TESSEL_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(bytes, 256))); }
+  ~DeviceBuffer() { cudaFree(p); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+};
+
+}  // namespace tessel::runtime::cuda

@@ -20,16 +20,9 @@
 #include "runtime/cuda/nvrtc.h"
 
 namespace tessel::runtime {
-namespace {
+using cuda::DeviceBuffer;
 
-// Device memory freed however the calibration ends.
-struct DeviceBuffer {
-  void* p = nullptr;
-  explicit DeviceBuffer(std::size_t bytes) { TESSEL_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(bytes, 256))); }
-  ~DeviceBuffer() { cudaFree(p); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-};
+namespace {
 
 struct Events {
   cudaEvent_t a = nullptr, b = nullptr;

@@ -46,15 +46,9 @@ OverlapPoint overlap_point(std::string mechanism, std::string priority, int comm
   return p;
 }
 
-namespace {
+using cuda::DeviceBuffer;
 
-struct DeviceBuffer {
-  void* p = nullptr;
-  explicit DeviceBuffer(std::size_t bytes) { TESSEL_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(bytes, 256))); }
-  ~DeviceBuffer() { cudaFree(p); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-};
+namespace {
 
 struct Stream {
   cudaStream_t s = nullptr;
