@@ -12,18 +12,12 @@
 #include "core/graph.h"
 #include "core/io.h"
 #include "core/workloads.h"
+#include "tests/support/error_of.h"
 
 namespace tessel {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using testing::error_of;
 
 TEST(Checked, MulAndAddThrowNamingTheQuantityOnOverflow) {
   EXPECT_EQ(checked_mul(3, 4, "x"), 12);

@@ -3,17 +3,13 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "tests/support/error_of.h"
 
 namespace tessel {
 namespace {
 
 std::string error_of(const char* subs, std::vector<Shape> shapes) {
-  try {
-    (void)Einsum::from_subscripts(subs, shapes);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
+  return testing::error_of([&] { (void)Einsum::from_subscripts(subs, shapes); });
 }
 
 TEST(Einsum, GemmDimsSortJoinIndicesByTheirRoleInABatchedGemm) {
@@ -93,7 +89,7 @@ TEST(Einsum, MalformedInputIsAnErrorNamingTheSubscripts) {
   EXPECT_NE(error_of("ij,jk->ik", {{2, 3}, {4, 4}}).find("index 'j' has size 3 elsewhere but 4"), std::string::npos);
   EXPECT_NE(error_of("ijk,jk->ik", {{2, 3}, {3, 4}}).find("has 2 dimension(s)"), std::string::npos);
   EXPECT_NE(error_of("...i,i->i", {{2, 3}, {3}}).find("ellipsis"), std::string::npos);
-  EXPECT_EQ(error_of("ij,jk->ik", {{2, 3}, {3, 4}}), "no error");
+  EXPECT_EQ(error_of("ij,jk->ik", {{2, 3}, {3, 4}}), testing::kNoError);
 }
 
 TEST(Einsum, AnAggregatedIndexNeedsAnAggregation) {

@@ -7,18 +7,12 @@
 #include "core/error.h"
 #include "core/io.h"
 #include "core/workloads.h"
+#include "tests/support/error_of.h"
 
 namespace tessel {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using testing::error_of;
 
 TEST(Graph, EveryBuiltInWorkloadRoundTripsThroughJson) {
   for (const char* w : {"chain", "chain-sum:skewed=1", "ffn", "llama-block", "llama-block:model=7b,batch=2"}) {

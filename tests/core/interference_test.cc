@@ -9,20 +9,14 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "tests/support/error_of.h"
 
 namespace tessel {
 namespace {
 
 using nlohmann::json;
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing::error_of;
 
 json one_gpu(json interference) {
   json j = json::parse(R"({"name": "one", "device_types": [{"name": "gpu", "peak_flops_per_s": {"f32": 1e12},

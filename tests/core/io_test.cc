@@ -20,20 +20,14 @@
 #include "core/error.h"
 #include "core/json_read.h"
 #include "core/machine.h"
+#include "tests/support/error_of.h"
 
 namespace tessel {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using testing::error_of;
 
 std::string slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);

@@ -14,20 +14,14 @@
 
 #include "core/error.h"
 #include "core/io.h"
+#include "tests/support/error_of.h"
 
 namespace tessel {
 namespace {
 
 using nlohmann::json;
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing::error_of;
 
 std::vector<std::string> names(const Machine& m, const std::vector<LinkId>& route) {
   std::vector<std::string> out;

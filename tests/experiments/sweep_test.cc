@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "tests/support/cli.h"
+#include "tests/support/error_of.h"
 
 namespace tessel::experiments {
 namespace {
@@ -21,12 +22,7 @@ using testing::run_tessel;
 using testing::temp_path;
 
 std::string error_of(const json& spec) {
-  try {
-    (void)parse_sweep_spec(spec, "spec.json");
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return testing::error_of([&] { (void)parse_sweep_spec(spec, "spec.json"); });
 }
 
 json small_spec() {

@@ -19,18 +19,12 @@
 #include "runtime/cpu_executor.h"
 #include "runtime/executor.h"
 #include "sim/simulator.h"
+#include "tests/support/error_of.h"
 
 namespace tessel::planner {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using testing::error_of;
 
 Plan plan_of(const Graph& g, const std::string& strategy, int devices, Weights weights = Weights::resident,
              const std::string& placement = "round-robin") {

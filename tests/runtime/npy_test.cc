@@ -3,17 +3,13 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "tests/support/error_of.h"
 
 namespace tessel::runtime {
 namespace {
 
 std::string error_of(const std::string& bytes) {
-  try {
-    (void)parse_npy(bytes, "x.npy");
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
+  return testing::error_of([&] { (void)parse_npy(bytes, "x.npy"); });
 }
 
 TEST(Npy, RoundTripsFloat32AndFloat64OfEveryRankUpToThree) {
@@ -81,8 +77,8 @@ TEST(Npy, AShapeThatIsNotATupleOfNonNegativeIntegersIsAnError) {
   };
   for (const char* bad : {"(-1, 3)", "(2.0, 3)", "(0x2, 3)", "('a', 3)", "(3,,)", "(, 3)", "(3 4)", "(3 )"})
     EXPECT_NE(error_of(with_shape(bad)).find("x.npy: .npy header: shape"), std::string::npos) << bad;
-  EXPECT_EQ(error_of(with_shape("(3, )")), "no error");
-  EXPECT_EQ(error_of(with_shape("( 3,)")), "no error");
+  EXPECT_EQ(error_of(with_shape("(3, )")), testing::kNoError);
+  EXPECT_EQ(error_of(with_shape("( 3,)")), testing::kNoError);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/machine.h"
 #include "core/task_graph.h"
+#include "tests/support/error_of.h"
 
 namespace tessel::sim::testing {
 
@@ -140,14 +141,6 @@ class TgBuilder {
 // Picoseconds of a span, for exact comparisons.
 inline std::int64_t ps(double seconds) { return static_cast<std::int64_t>(seconds * 1e12 + (seconds >= 0 ? 0.5 : -0.5)); }
 
-// The message of the Error that fn() throws, or "(no error)".
-inline std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using tessel::testing::error_of;
 
 }  // namespace tessel::sim::testing

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/partition.h"
 #include "core/workloads.h"
+#include "tests/support/error_of.h"
 
 namespace tessel::sim {
 namespace {
@@ -14,12 +15,7 @@ namespace {
 using nlohmann::json;
 
 std::string error_of(const json& j) {
-  try {
-    (void)task_graph_from_json(j, "tg.json");
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
+  return testing::error_of([&] { (void)task_graph_from_json(j, "tg.json"); });
 }
 
 TEST(TaskGraphJson, LoweredGraphsRoundTrip) {
