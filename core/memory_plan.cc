@@ -178,7 +178,8 @@ class Planner {
     return static_cast<std::int32_t>(out_.tasks.size() - 1);
   }
 
-  static void add_all(std::vector<TaskId>& deps, const std::vector<std::int32_t>& ids) {
+  template <class Deps>
+  static void add_all(Deps& deps, const std::vector<std::int32_t>& ids) {
     for (std::int32_t i : ids) deps.emplace_back(i);
   }
 

@@ -37,6 +37,7 @@
 #include "core/graph.h"
 #include "core/ids.h"
 #include "core/partition.h"
+#include "core/small_vector.h"
 #include "core/types.h"
 
 namespace tessel {
@@ -69,7 +70,7 @@ struct Task {
   DeviceId dst_device;  // a move's destination; == device otherwise
   NodeId node;
   std::int64_t block = -1;  // block of `node`'s partition (input, compute, output), collectives[block] (collective), else -1
-  std::vector<BufferId> reads;
+  SmallVector<BufferId, 4> reads;  // in place up to 4 (core/small_vector.h)
   BufferId writes;  // invalid for output tasks
   Rect src;         // see the header comment
   Rect dst;         // touch only
@@ -79,7 +80,7 @@ struct Task {
   double flops = 0;
   double transcendental_flops = 0;  // compute: the part of `flops` that is exp, log, silu, ...
   std::int64_t bytes = 0;  // compute: bytes read + written; touch/move: bytes of the region; input/output: block bytes
-  std::vector<TaskId> deps;
+  SmallVector<TaskId, 4> deps;  // in place up to 4
 };
 
 struct TaskGraph {

@@ -1,5 +1,7 @@
-// The CUDA backend's part of the CLI (see backend.h): compiled into every build, with the
-// CUDA calls only where the backend was built.
+// The CUDA backend's part of the CLI (see backend.h): compiled into every build. Where the
+// backend was built, its calls go to the CUDA backend module that this file loads on first
+// use (experiments/cuda_module.h), so that the CLI neither maps cuBLAS and NVRTC nor needs
+// them installed until a CUDA path runs.
 #include "experiments/backend.h"
 
 #include <algorithm>
@@ -11,12 +13,15 @@
 #include "experiments/cli.h"
 
 #ifdef TESSEL_HAVE_CUDA
-#include "runtime/cuda/cuda_calibrate.h"
-#include "runtime/cuda/cuda_executor.h"
-#include "runtime/cuda/cuda_overlap.h"
-#endif
+#include <dlfcn.h>
 
-#include <ctime>
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+#include <string>
+
+#include "experiments/cuda_module.h"
+#endif
 
 namespace tessel::cli {
 
@@ -38,63 +43,63 @@ void CudaCliOptions::add(CLI::App& app) {
 
 #ifdef TESSEL_HAVE_CUDA
 
+namespace {
+
+// The directory of the running binary (libtessel_cuda.so is built beside it).
+std::string binary_dir() {
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(".") : exe.parent_path().string();
+}
+
+// The CUDA backend module, loaded on first use (experiments/cuda_module.h); Error when it
+// cannot be loaded (missing, or the CUDA libraries it needs are not installed).
+const CudaModuleApi& cuda_module(const char* what) {
+  static std::mutex mu;
+  static const CudaModuleApi* api = nullptr;
+  const std::lock_guard<std::mutex> lock(mu);
+  if (api) return *api;
+  std::string path;
+  if (const char* env = std::getenv("TESSEL_CUDA_MODULE"); env && *env) {
+    path = env;
+  } else {
+    path = binary_dir() + "/libtessel_cuda.so";
+  }
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle)
+    fail(what, ": cannot load the CUDA backend module ", path, ": ", dlerror(),
+         " (it is built beside the tessel binary; the CUDA runtime libraries, cuBLAS, NVRTC and NCCL, must be "
+         "installed)");
+  using Entry = const CudaModuleApi* (*)();
+  auto entry = reinterpret_cast<Entry>(dlsym(handle, kCudaModuleEntry));
+  if (!entry) fail(what, ": ", path, " is not a tessel CUDA backend module (no ", kCudaModuleEntry, ")");
+  const CudaModuleApi* a = entry();
+  if (!a || a->abi != kCudaModuleAbi)
+    fail(what, ": ", path, " was built from another version of tessel (module interface ", a ? a->abi : -1,
+         ", expected ", kCudaModuleAbi, "): rebuild it");
+  api = a;  // the module stays loaded until the process ends
+  return *api;
+}
+
+}  // namespace
+
 bool cuda_backend_built() { return true; }
 
 std::unique_ptr<runtime::Executor> make_cuda_executor(runtime::Policy policy, const CudaCliOptions& o) {
-  runtime::CudaOptions c;
-  c.policy = policy;
-  c.gpus = o.gpus;
-  c.moves = runtime::parse_move_method(o.moves);
-  c.comm_priority = o.comm_priority.empty() ? CommPriority::normal : runtime::parse_comm_priority(o.comm_priority);
-  c.tf32 = o.tf32;
-  return std::make_unique<runtime::CudaExecutor>(c);
+  return cuda_module("--backend cuda").make_executor(policy, o);
 }
 
 nlohmann::json calibrate_cuda_backend(int devices, int gpus, double seconds_per_point, Machine* machine) {
-  std::fprintf(stderr, "calibrating the CUDA backend: %d device%s...\n", devices, devices == 1 ? "" : "s");
-  runtime::CudaCalibration c = runtime::calibrate_cuda({devices, gpus, seconds_per_point});
-  *machine = runtime::machine_from_cuda_calibration(c);
-  std::fprintf(stderr,
-               "  %s (sm %s, driver %s): bf16 GEMM peak %s, f32 %s, HBM %s/s, same-GPU copy %s/s, launch %s, "
-               "%s per task%s\n",
-               c.device_name.c_str(), c.compute_capability.c_str(), c.driver_version.c_str(),
-               human_count(c.peak_bf16_flops_per_s, "flop/s").c_str(), human_count(c.peak_f32_flops_per_s, "flop/s").c_str(),
-               human_bytes(c.memory_bytes_per_s).c_str(), human_bytes(c.same_gpu_copy_bytes_per_s).c_str(),
-               human_seconds(c.launch_latency_s).c_str(), human_seconds(c.task_overhead_s).c_str(),
-               c.devices > c.gpus ? " (virtual devices: each described as an equal share of its GPU)" : "");
-  return runtime::to_json(c);
+  return cuda_module("calibrate --backend cuda").calibrate(devices, gpus, seconds_per_point, machine);
 }
 
 nlohmann::json calibrate_cuda_overlap_backend(double seconds_per_point, Machine* machine) {
-  std::fprintf(stderr, "measuring compute/communication overlap (GEMM stream + communication stream)...\n");
-  runtime::OverlapCalibrationOptions o;
-  o.seconds_per_point = std::max(0.02, seconds_per_point);
-  const runtime::OverlapCalibration c = runtime::calibrate_cuda_overlap(o);
-  char date[32];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
-  const Interference measured = runtime::interference_from_overlap(c, date);
-  machine->interference.measured = measured.measured;
-  machine->interference.normal = measured.normal;
-  machine->interference.high = measured.high;
-  machine->interference.copy_engine_normal = measured.copy_engine_normal;
-  machine->interference.copy_engine_high = measured.copy_engine_high;
-  machine->interference.reserved = measured.reserved;
-  for (const runtime::OverlapPoint& p : c.points)
-    std::fprintf(stderr,
-                 "  %-11s %-6s %3d SMs reserved: compute x%.3f, comm x%.3f while both run; total %s against serial %s "
-                 "and perfect overlap %s (%.0f%% of the ideal overlap captured)\n",
-                 p.mechanism.c_str(), p.priority.c_str(), p.comm_sms, p.compute_slowdown, p.comm_slowdown,
-                 human_seconds(p.total_s).c_str(), human_seconds(p.serial_s).c_str(), human_seconds(p.perfect_s).c_str(),
-                 100 * p.overlap_captured);
-  return runtime::to_json(c);
+  return cuda_module("calibrate --backend cuda --overlap").calibrate_overlap(seconds_per_point, machine);
 }
 
 std::vector<double> profile_cuda_kernels(runtime::Executor& exec, const Graph& g, const TaskGraph& tg,
                                          const runtime::TensorMap& inputs) {
-  auto* cuda = dynamic_cast<runtime::CudaExecutor*>(&exec);
-  if (!cuda) fail("profile_cuda_kernels: not a CUDA executor");
-  return cuda->profile_kernels(g, tg, inputs);
+  return cuda_module("compare --backend cuda").profile_kernels(exec, g, tg, inputs);
 }
 
 #else

@@ -1,5 +1,6 @@
 // tessel simulate: score a task graph (or a collective) on a machine model.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -162,6 +163,7 @@ void run_simulate(const Opts& o) {
   sim::CollectivePlan plan;
   bool expanded = false;
   std::string why_expanded;
+  double plan_wall_s = 0, lower_wall_s = 0;  // -w / -g: building and planning the graph, lowering it
   if (!collective && o.expand_collectives) fail("--expand-collectives applies to --collective only");
   if (!collective && o.algorithm != "auto") fail("--algorithm applies to --collective only");
   if (collective) {
@@ -200,13 +202,17 @@ void run_simulate(const Opts& o) {
     // -d against the machine before any planning (a decomposition file names its own count).
     if (o.dec.decomposition_file.empty() && o.dec.devices > m.num_devices())
       fail("-d: ", o.dec.devices, " devices asked for, but machine '", m.name, "' has only ", m.num_devices());
+    const auto plan_start = std::chrono::steady_clock::now();
     g = o.graph.load();
     Decomposition d = o.dec.load(g, &m);
+    plan_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - plan_start).count();
     if (d.num_devices > m.num_devices())
       fail("the decomposition places blocks on ", d.num_devices, " devices (",
            o.dec.decomposition_file.empty() ? "-d" : o.dec.decomposition_file + ": \"devices\"", ") but machine '",
            m.name, "' has ", m.num_devices());
+    const auto lower_start = std::chrono::steady_clock::now();
     tg = lower(g, d);
+    lower_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - lower_start).count();
     what = o.graph.describe();
   }
   if (tg.num_devices > m.num_devices())
@@ -244,6 +250,10 @@ void run_simulate(const Opts& o) {
   j["input"] = what;
   if (!collective && o.task_graph_file.empty()) j["weights"] = o.dec.weights_used();
   j["tasks"] = tg.size();
+  if (!collective && o.task_graph_file.empty()) {
+    j["plan_wall_s"] = plan_wall_s;  // the same phases as sweep's columns of these names
+    j["lower_wall_s"] = lower_wall_s;
+  }
   j["interference"] = so.interference;
   j["ready_order"] = std::string(sim::to_string(so.priority));
   j["comm_priority"] = std::string(to_string(m.interference.comm_priority));
