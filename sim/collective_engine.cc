@@ -436,7 +436,7 @@ class Engine {
           ++devs_[static_cast<std::size_t>(e.touch_dev)].stream_done[static_cast<std::size_t>(e.stream)];
         complete(e.code, t, e.stream >= 0);
       }
-      if (network_->next_time() == t) {
+      if (network_->due(t)) {
         finished_.clear();
         events_ += network_->advance(t, finished_) - static_cast<std::int64_t>(finished_.size());
         for (std::int32_t slot : finished_) finish_transfer(slot, t);

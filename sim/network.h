@@ -8,7 +8,9 @@
 //               every active flow). Rates are recomputed when a flow starts or ends, or
 //               its slowdown changes — only over the connected component of flows and
 //               links it touches, never the whole network — and only flows whose rate
-//               changed are rescheduled.
+//               changed are rescheduled. Only binding links (those its flows could
+//               together fill) join flows into components; all changes at one time are
+//               settled by one refill.
 //   alpha-beta  latency + bytes / bandwidth r of the route's slowest link; a link of
 //               bandwidth W carries transfers whose r sum to at most W (one at a time
 //               where it is the bottleneck). A transfer is granted its route when every
@@ -82,6 +84,10 @@ class NetworkModel {
   virtual void set_slowdown(std::int32_t id, double slowdown, SimTime now) = 0;
   // Time of the model's next state change; kNever when nothing is in flight.
   [[nodiscard]] virtual SimTime next_time() = 0;
+  // Whether advance(now) has state changes at `now` (now >= the last time given). Unlike
+  // next_time(), it may leave the changes made at `now` unsettled, so that every start and
+  // finish at one time is settled together (flow: one refill per time, not one per call).
+  [[nodiscard]] virtual bool due(SimTime now) { return next_time() == now; }
   // Processes every state change at `now` (== next_time()); appends the transfers that
   // finish at `now`, in a deterministic order. Returns the number of events processed.
   virtual std::int64_t advance(SimTime now, std::vector<std::int32_t>& finished) = 0;

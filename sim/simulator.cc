@@ -424,7 +424,7 @@ class Run {
           if (in.lane == kCompute && e.version != run_version_[static_cast<std::size_t>(in.dev)]) continue;
           finish_lane_task(e.task, t);
         }
-        if (network_->next_time() == t) {
+        if (network_->due(t)) {
           finished_.clear();
           // Finishes are counted as task completions; the rest are network-internal events.
           events_ += network_->advance(t, finished_) - static_cast<std::int64_t>(finished_.size());
