@@ -247,12 +247,31 @@ class Flow final : public NetworkModel {
     }
   }
 
+  // One entry per link with unfrozen flows. A freeze only makes a link's entry stale
+  // (its share can only rise: the freeze took no more than the smallest share); a stale
+  // entry is refreshed when it comes to the top, so the heap holds at most one entry per
+  // link instead of one per freeze and link.
   void push_share(std::int32_t l) {
     LinkState& ls = links_[static_cast<std::size_t>(l)];
-    ++ls.version;
     if (ls.unfrozen <= 0) return;
     shares_.push_back(Share{std::max(ls.cap_left, 0.0) / ls.unfrozen, l, ls.version});
     std::push_heap(shares_.begin(), shares_.end(), later);
+  }
+  // Brings the smallest current share to the top.
+  void refresh_top() {
+    while (!shares_.empty()) {
+      const Share& top = shares_.front();
+      const LinkState& ls = links_[static_cast<std::size_t>(top.link)];
+      if (top.version == ls.version) return;
+      const std::int32_t l = top.link;
+      std::pop_heap(shares_.begin(), shares_.end(), later);
+      shares_.pop_back();
+      push_share(l);
+    }
+  }
+  bool cap_later(std::int32_t a, std::int32_t b) const {
+    const double ca = cap(transfers_[static_cast<std::size_t>(a)]), cb = cap(transfers_[static_cast<std::size_t>(b)]);
+    return ca > cb || (ca == cb && a > b);
   }
   static bool later(const Share& a, const Share& b) {
     return a.share > b.share || (a.share == b.share && a.link > b.link);
@@ -268,7 +287,7 @@ class Flow final : public NetworkModel {
       if (ls.mark != epoch_) continue;  // not binding: outside the filling
       ls.cap_left -= rate;
       --ls.unfrozen;
-      push_share(l.value);
+      ++ls.version;  // its entry in shares_ is stale
     }
   }
 
@@ -330,31 +349,33 @@ class Flow final : public NetworkModel {
       ls.unfrozen = static_cast<std::int32_t>(ls.flows.size());
       push_share(l);
     }
+    // The capped flows as a heap (smallest cap, then id, on top): most freeze on a link
+    // before their cap comes up, so most are never popped.
     capped_.clear();
     for (std::int32_t f : comp_flows_)
       if (at(f).slowdown > 1 || at(f).capped) capped_.push_back(f);
-    std::sort(capped_.begin(), capped_.end(), [&](std::int32_t a, std::int32_t b) {
-      double ca = cap(at(a)), cb = cap(at(b));
-      return ca < cb || (ca == cb && a < b);
-    });
-    std::size_t next_capped = 0;
+    const auto cap_order = [this](std::int32_t a, std::int32_t b) { return cap_later(a, b); };
+    std::make_heap(capped_.begin(), capped_.end(), cap_order);
     unfrozen_flows_ = static_cast<std::int64_t>(comp_flows_.size());
     while (unfrozen_flows_ > 0) {
-      while (!shares_.empty() && shares_.front().version != links_[static_cast<std::size_t>(shares_.front().link)].version) {
-        std::pop_heap(shares_.begin(), shares_.end(), later);
-        shares_.pop_back();
+      refresh_top();
+      while (!capped_.empty() && at(capped_.front()).frozen == epoch_) {
+        std::pop_heap(capped_.begin(), capped_.end(), cap_order);
+        capped_.pop_back();
       }
-      while (next_capped < capped_.size() && at(capped_[next_capped]).frozen == epoch_) ++next_capped;
       double link_share = shares_.empty() ? kInf : shares_.front().share;
-      if (next_capped < capped_.size() && cap(at(capped_[next_capped])) <= link_share) {
-        freeze(capped_[next_capped], cap(at(capped_[next_capped])));
+      if (!capped_.empty() && cap(at(capped_.front())) <= link_share) {
+        const std::int32_t f = capped_.front();
+        std::pop_heap(capped_.begin(), capped_.end(), cap_order);
+        capped_.pop_back();
+        freeze(f, cap(at(f)));
         continue;
       }
       assert(!shares_.empty());
       Share s = shares_.front();
       std::pop_heap(shares_.begin(), shares_.end(), later);
       shares_.pop_back();
-      // Copy: freeze() pushes shares but never changes a link's flow list.
+      // freeze() never changes a link's flow list.
       for (const Entry& e : links_[static_cast<std::size_t>(s.link)].flows)
         if (at(e.flow).frozen != epoch_) freeze(e.flow, s.share);
     }
