@@ -38,6 +38,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "core/machine.h"
@@ -69,6 +70,25 @@ struct RouteTable {
   }
   // Adds the route (duplicate links dropped) and returns its index.
   std::int32_t add(const Machine& m, const std::vector<LinkId>& route);
+};
+
+// ECMP per channel (core/topology.h): on a topology graph, channel c of a sender takes
+// the route the switches' hash picks for (source, destination, c), so that the channels of
+// one pair spread over equal-cost paths; channel 0's route is the pair's own entry. Routes
+// are added to `routes` on first use; a route longer than `max_length` (the longest the
+// network model was sized for; equal-cost routes never are) falls back to channel 0's.
+class ChannelRoutes {
+ public:
+  ChannelRoutes(const Machine& m, RouteTable& routes) : m_(&m), routes_(&routes), on_(m.has_topology()) {}
+  // The route of channel `channel` for a transfer src → dst whose channel-0 route is `r`.
+  std::int32_t get(std::int32_t r, DeviceId src, DeviceId dst, std::uint32_t channel, std::int32_t max_length);
+
+ private:
+  const Machine* m_;
+  RouteTable* routes_;
+  bool on_;
+  std::unordered_map<std::int64_t, std::int32_t> map_;  // (r, channel) -> route
+  std::vector<LinkId> scratch_;
 };
 
 class NetworkModel {
