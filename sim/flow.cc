@@ -214,15 +214,25 @@ class Flow final : public NetworkModel {
     t.in_links = true;
     t.pos = id * stride_;
     t.ub = upper_bound(t);
+    bool free = true;  // no binding link on its route
     for (std::size_t k = 0; k < route.size(); ++k) {
       LinkState& ls = links_[route[k].index()];
       pos_[static_cast<std::size_t>(t.pos) + k] = static_cast<std::int32_t>(ls.flows.size());
       ls.flows.push_back(Entry{id, static_cast<std::int32_t>(k)});
       ls.ub_sum += t.ub;
-      if (binding(ls)) mark_dirty(route[k].value);  // a non-binding link's other flows keep their rates
+      if (binding(ls)) {
+        mark_dirty(route[k].value);  // a non-binding link's other flows keep their rates
+        free = false;
+      }
     }
-    seed(id);
     ++t.version;  // no finish until its rate is known
+    if (!free || t.slowdown > 1) {
+      seed(id);
+      return;
+    }
+    // A component of its own: its rate is its route's bandwidth, as a refill would set it.
+    t.rate = routes_.bytes_per_s(t.route);
+    events_.push(now + to_sim_ps(t.remaining / t.rate * kPicosecondsPerSecond), Event{id, t.version, Kind::finish});
   }
 
   void leave(std::int32_t id) {
