@@ -328,6 +328,7 @@ class Engine {
   // Per device, the route of its last transfer (a ring rank always sends to one peer).
   struct LastRoute {
     std::int32_t dst = -1;
+    std::uint32_t channel = 0;
     std::int32_t first = -1;  // first link, -1 for an empty route
     SimTime latency = 0;
     double bytes_per_s = 0;
@@ -352,6 +353,7 @@ class Engine {
         longest = std::max(longest, static_cast<std::int32_t>(scratch.size()));
       }
     stride_links_ = std::max(longest, 1);
+    topology_ = m_.has_topology();
     // Channel pools: with channels_per_link one per distinct first link of a rank's routes
     // (found as its transfers start), comm_channels each; else one per device.
     pools_max_ = 1;
@@ -436,7 +438,7 @@ class Engine {
           ++devs_[static_cast<std::size_t>(e.touch_dev)].stream_done[static_cast<std::size_t>(e.stream)];
         complete(e.code, t, e.stream >= 0);
       }
-      if (network_->next_time() == t) {
+      if (network_->due(t)) {
         finished_.clear();
         events_ += network_->advance(t, finished_) - static_cast<std::int64_t>(finished_.size());
         for (std::int32_t slot : finished_) finish_transfer(slot, t);
@@ -475,12 +477,18 @@ class Engine {
     mark(g.dev);
   }
 
-  const LastRoute& route_of(std::int32_t dev, std::int32_t dst) {
+  // Channel c takes the ECMP route of (dev, dst, c) on a topology graph (ChannelRoutes in
+  // network.h; elsewhere the channel changes nothing).
+  const LastRoute& route_of(std::int32_t dev, std::int32_t dst, std::uint32_t channel = 0) {
+    if (!topology_) channel = 0;
     LastRoute& lr = last_route_[static_cast<std::size_t>(dev)];
-    if (lr.dst == dst) return lr;
-    m_.route(DeviceId(dev), DeviceId(dst), scratch_);
+    if (lr.dst == dst && lr.channel == channel) return lr;
+    m_.route(DeviceId(dev), DeviceId(dst), scratch_, channel);
+    if (channel != 0 && static_cast<std::int32_t>(scratch_.size()) > stride_links_)
+      m_.route(DeviceId(dev), DeviceId(dst), scratch_, 0);  // as ChannelRoutes: never longer than counted
     // As RouteTable::add builds an entry: duplicate links dropped.
     lr.dst = dst;
+    lr.channel = channel;
     lr.links.clear();
     lr.latency = 0;
     lr.bytes_per_s = std::numeric_limits<double>::infinity();
@@ -559,8 +567,8 @@ class Engine {
     slot_busy_[slot] = 1;
     slot_code_[slot] = c;
     slot_pool_[slot] = pool;
-    // The slot's route entry.
-    const LastRoute& lr = route_of(dev, r.dst);
+    // The slot's route entry: the ECMP route of its channel (its slot on the device).
+    const LastRoute& lr = route_of(dev, r.dst, static_cast<std::uint32_t>(slot - static_cast<std::size_t>(dev) * chan_stride_));
     RouteTable::Entry& e = routes_.entries[slot];
     if (static_cast<std::int32_t>(lr.links.size()) > stride_links_)
       throw std::logic_error("simulator: a route of the generated collective is longer than the longest counted");
@@ -681,6 +689,7 @@ class Engine {
   int pools_max_ = 1;
   std::size_t chan_stride_ = 1;
   std::int32_t stride_links_ = 1;
+  bool topology_ = false;  // routes depend on the channel (ECMP per channel)
   RouteTable routes_;  // one entry per transfer slot, refilled when a transfer starts on it
   std::vector<Code> slot_code_;
   std::vector<char> slot_busy_;

@@ -24,6 +24,20 @@ std::int32_t RouteTable::add(const Machine& m, const std::vector<LinkId>& route)
   return size() - 1;
 }
 
+std::int32_t ChannelRoutes::get(std::int32_t r, DeviceId src, DeviceId dst, std::uint32_t channel,
+                                std::int32_t max_length) {
+  if (channel == 0 || !on_) return r;
+  const std::int64_t key = (static_cast<std::int64_t>(r) << 20) | static_cast<std::int64_t>(channel & 0xFFFFF);
+  auto [it, fresh] = map_.try_emplace(key, r);
+  if (!fresh) return it->second;
+  m_->route(src, dst, scratch_, channel);
+  const auto base = routes_->route(r);
+  if (std::equal(scratch_.begin(), scratch_.end(), base.begin(), base.end())) return r;
+  if (static_cast<std::int32_t>(scratch_.size()) > max_length) return r;
+  it->second = routes_->add(*m_, scratch_);
+  return it->second;
+}
+
 const std::vector<NetworkModelInfo>& network_models() {
   static const std::vector<NetworkModelInfo> models = {
       {"flow", "flow-level max-min fair sharing of every link, recomputed incrementally as flows start and end",

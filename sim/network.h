@@ -8,7 +8,9 @@
 //               every active flow). Rates are recomputed when a flow starts or ends, or
 //               its slowdown changes — only over the connected component of flows and
 //               links it touches, never the whole network — and only flows whose rate
-//               changed are rescheduled.
+//               changed are rescheduled. Only binding links (those its flows could
+//               together fill) join flows into components; all changes at one time are
+//               settled by one refill.
 //   alpha-beta  latency + bytes / bandwidth r of the route's slowest link; a link of
 //               bandwidth W carries transfers whose r sum to at most W (one at a time
 //               where it is the bottleneck). A transfer is granted its route when every
@@ -36,6 +38,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "core/machine.h"
@@ -69,6 +72,25 @@ struct RouteTable {
   std::int32_t add(const Machine& m, const std::vector<LinkId>& route);
 };
 
+// ECMP per channel (core/topology.h): on a topology graph, channel c of a sender takes
+// the route the switches' hash picks for (source, destination, c), so that the channels of
+// one pair spread over equal-cost paths; channel 0's route is the pair's own entry. Routes
+// are added to `routes` on first use; a route longer than `max_length` (the longest the
+// network model was sized for; equal-cost routes never are) falls back to channel 0's.
+class ChannelRoutes {
+ public:
+  ChannelRoutes(const Machine& m, RouteTable& routes) : m_(&m), routes_(&routes), on_(m.has_topology()) {}
+  // The route of channel `channel` for a transfer src → dst whose channel-0 route is `r`.
+  std::int32_t get(std::int32_t r, DeviceId src, DeviceId dst, std::uint32_t channel, std::int32_t max_length);
+
+ private:
+  const Machine* m_;
+  RouteTable* routes_;
+  bool on_;
+  std::unordered_map<std::int64_t, std::int32_t> map_;  // (r, channel) -> route
+  std::vector<LinkId> scratch_;
+};
+
 class NetworkModel {
  public:
   virtual ~NetworkModel() = default;
@@ -82,6 +104,10 @@ class NetworkModel {
   virtual void set_slowdown(std::int32_t id, double slowdown, SimTime now) = 0;
   // Time of the model's next state change; kNever when nothing is in flight.
   [[nodiscard]] virtual SimTime next_time() = 0;
+  // Whether advance(now) has state changes at `now` (now >= the last time given). Unlike
+  // next_time(), it may leave the changes made at `now` unsettled, so that every start and
+  // finish at one time is settled together (flow: one refill per time, not one per call).
+  [[nodiscard]] virtual bool due(SimTime now) { return next_time() == now; }
   // Processes every state change at `now` (== next_time()); appends the transfers that
   // finish at `now`, in a deterministic order. Returns the number of events processed.
   virtual std::int64_t advance(SimTime now, std::vector<std::int32_t>& finished) = 0;

@@ -366,6 +366,10 @@ class Run {
     run_factor_.assign(d, 1);
     run_last_.assign(d, 0);
     moves_active_.assign(slots, -1);
+    slot_route_.assign(slots, -1);
+    channel_routes_ = std::make_unique<ChannelRoutes>(m_, routes_);
+    network_max_route_ = routes_.max_length;
+    topology_ = m_.has_topology();
     applied_comm_.assign(d, 0);
     applied_compute_.assign(d, 0);
     interf_dirty_.assign(d, 0);
@@ -424,7 +428,7 @@ class Run {
           if (in.lane == kCompute && e.version != run_version_[static_cast<std::size_t>(in.dev)]) continue;
           finish_lane_task(e.task, t);
         }
-        if (network_->next_time() == t) {
+        if (network_->due(t)) {
           finished_.clear();
           // Finishes are counted as task completions; the rest are network-internal events.
           events_ += network_->advance(t, finished_) - static_cast<std::int64_t>(finished_.size());
@@ -511,7 +515,7 @@ class Run {
         if (freed_links_) {  // a move whose route is busy waits without taking a channel
           const Info& in = info_[static_cast<std::size_t>(r.task)];
           std::int32_t link = -1;
-          if (in.lane == kComm && network_->busy(in.route, link)) {
+          if (in.lane == kComm && network_->busy(route_now(r.task), link)) {
             waiting_scratch_.push_back(h.back());
             h.pop_back();
             auto& w = link_waiters_[static_cast<std::size_t>(link)];
@@ -561,7 +565,7 @@ class Run {
       bool keep = false;
       while (!heap.empty()) {
         const Parked p = heap.front();
-        const std::int32_t route = info_[static_cast<std::size_t>(p.ready.r.task)].route;
+        const std::int32_t route = route_now(p.ready.r.task);
         if (network_->link_full(route, l)) break;  // taken
         std::int32_t link = -1;
         const bool busy = network_->busy(route, link);
@@ -628,7 +632,7 @@ class Run {
         if (o_.channels_per_link && bs[b].in_flight >= o_.comm_channels) continue;  // its link's channels are taken
         while (freed_links_ && !h.empty() && !bucket_blocked_[b]) {
           std::int32_t link = -1;
-          if (!network_->busy(info_[static_cast<std::size_t>(h.front().r.task)].route, link)) break;
+          if (!network_->busy(route_now(h.front().r.task), link)) break;
           if (link == bs[b].link) {  // its first link is full: so is every move's of the bucket
             bucket_blocked_[b] = 1;
             auto& w = link_waiters_[static_cast<std::size_t>(link)];
@@ -817,12 +821,34 @@ class Run {
     queue_.push(t + in.amount, Event{i, 0});
   }
 
+  // Channel c of a device takes the ECMP route of (source, destination, c) (ChannelRoutes).
+  std::int32_t channel_route(std::int32_t i, std::size_t c) {
+    const std::int32_t r = info_[static_cast<std::size_t>(i)].route;
+    if (c == 0 || !topology_) return r;
+    const Task& task = tg_.tasks[static_cast<std::size_t>(i)];
+    return channel_routes_->get(r, task.device, task.dst_device, static_cast<std::uint32_t>(c), network_max_route_);
+  }
+  // The route move i would take on the channel it would get now.
+  std::int32_t route_now(std::int32_t i) {
+    if (!topology_) return info_[static_cast<std::size_t>(i)].route;
+    const std::size_t base = static_cast<std::size_t>(info_[static_cast<std::size_t>(i)].dev) * chan_stride_;
+    std::size_t c = 0;
+    while (c + 1 < chan_stride_ && moves_active_[base + c] >= 0) ++c;
+    return channel_route(i, c);
+  }
+
   // Move i, holding channel `slot` of its device since it started, hands its bytes to the network.
   void start_transfer(std::int32_t i, std::size_t slot, SimTime t) {
     const Info& in = info_[static_cast<std::size_t>(i)];
     const auto dev = static_cast<std::size_t>(in.dev);
     double slowdown = interfere_ && applied_compute_[dev] && !is_fused(i) ? comm_slowdown_ : 1.0;
-    network_->start(static_cast<std::int32_t>(slot), in.route, in.amount, slowdown, t);
+    const std::int32_t route = channel_route(i, slot - dev * chan_stride_);
+    if (route != in.route) {  // its bytes cross the channel's links, not channel 0's
+      for (LinkId l : routes_.route(in.route)) link_bytes_[l.index()] -= in.amount;
+      for (LinkId l : routes_.route(route)) link_bytes_[l.index()] += in.amount;
+    }
+    slot_route_[slot] = route;
+    network_->start(static_cast<std::int32_t>(slot), route, in.amount, slowdown, t);
     mark_interference(dev);
   }
 
@@ -860,7 +886,7 @@ class Run {
     mark_interference(static_cast<std::size_t>(in.dev));
     // Its bytes are through: the channel is free; the move completes a latency later (so
     // it is not the lane predecessor the critical path names: it ends after the next starts).
-    const SimTime latency = routes_.latency(in.route);
+    const SimTime latency = routes_.latency(slot_route_[static_cast<std::size_t>(slot)]);
     const std::size_t lane = lane_slot(in);
     if (bucketed_ && in.slot_lane == kComm) {
       const auto route = routes_.route(in.route);
@@ -1141,6 +1167,10 @@ class Run {
   std::vector<std::int64_t> link_bytes_;
   std::int64_t bytes_moved_ = 0;
   std::unique_ptr<NetworkModel> network_;
+  std::unique_ptr<ChannelRoutes> channel_routes_;  // ECMP per channel on topology graphs
+  std::vector<std::int32_t> slot_route_;          // per slot: the route its transfer takes
+  std::int32_t network_max_route_ = 0;
+  bool topology_ = false;  // routes depend on the channel
   // A model that serves a link one transfer at a time (network.h, busy()): the links it
   // freed, and per link the lanes (dev * kLanes + lane) holding a ready move that waits for it.
   std::vector<std::int32_t>* freed_links_ = nullptr;

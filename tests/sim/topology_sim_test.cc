@@ -12,6 +12,8 @@
 #include "core/io.h"
 #include "core/machine.h"
 #include "sim/network.h"
+#include "sim/simulator.h"
+#include "tests/sim/sim_test_util.h"
 #include "tests/support/cli.h"
 
 namespace tessel::sim {
@@ -90,6 +92,41 @@ TEST(TopologySim, TorusRingContentionClosedForm) {
   EXPECT_LT(plus, 8);
   for (const char* model : kModels)
     expect_seconds(last_finish(model, m, xs), 14e-6 + std::max(plus, 8 - plus) * 0.04, model);
+}
+
+TEST(TopologySim, ChannelsOfOnePairSpreadOverEqualCostPaths) {
+  // Two nodes on two leaves, two spines, 8:1 oversubscribed: each leaf–spine link carries
+  // 400 / 2 / 8 = 25 GB/s, half a NIC. One GPU sends two 1 GB moves to a GPU of the other
+  // node over two channels: ECMP per channel puts them on different spines, 25 GB/s each
+  // (the 50 GB/s NICs carry both), so both end at 14 µs + 40 ms; on one spine they would
+  // share its 25 GB/s and end at 80 ms.
+  const Machine m = machine_preset("fat-tree:2xh100-sxm-8,leaf=1,spines=2,oversubscription=8");
+  const auto spine_of = [&](int a, int b, std::uint32_t c) {
+    const auto r = m.route(DeviceId(a), DeviceId(b), c);
+    return r.size() >= 3 ? m.link(r[2]).name : std::string();
+  };
+  int src = -1, dst = -1;
+  for (int a = 0; a < 8 && src < 0; ++a)
+    for (int b = 8; b < 16 && src < 0; ++b)
+      if (spine_of(a, b, 0) != spine_of(a, b, 1)) src = a, dst = b;
+  ASSERT_GE(src, 0) << "no pair whose channels 0 and 1 hash to different spines";
+  testing::TgBuilder b(16);
+  const BufferId x = b.input(src, 1'000'000'000);
+  const BufferId y = b.input(src, 1'000'000'000);
+  b.move(x, dst);
+  b.move(y, dst);
+  for (const char* model : kModels) {
+    SimOptions o;
+    o.network = model;
+    o.interference = false;
+    o.comm_channels = 2;
+    const SimResult r = simulate(b.graph(), m, o);
+    EXPECT_NEAR(r.makespan_s, 14e-6 + 1e9 / 25e9, 1e-12) << model;
+    // Each spine's links carry one move's bytes.
+    for (std::size_t l = 0; l < m.links.size(); ++l)
+      if (m.links[l].name.find("spine") != std::string::npos && r.link_bytes[l] != 0)
+        EXPECT_EQ(r.link_bytes[l], 1'000'000'000) << m.links[l].name << " " << model;
+  }
 }
 
 struct Cli {
