@@ -23,6 +23,7 @@
 
 #include "runtime/calibrate.h"
 #include "runtime/mpi/mpi_executor.h"
+#include "runtime/mpi/move_probe.h"
 #include "runtime/mpi/mpi_session.h"
 #endif
 
@@ -221,18 +222,24 @@ bool calibrate_mpi_backend(int devices, double seconds_per_point, int rounds, Ma
   constexpr std::int64_t kProbeBytes = 4 << 20;
   if (me == 0) std::fprintf(stderr, "measuring point-to-point latency and bandwidth between %d ranks...\n", ranks);
   const runtime::mpi::P2pFigures p2p = runtime::mpi::measure_p2p(kProbeBytes, std::max(3, rounds));
+  // What the links carry in the model: a move through the backend itself (packing,
+  // hand-over, wake-ups, handshake), not the blocking ping-pong's bare transport.
+  constexpr std::int64_t kSmallMoveBytes = 64 << 10;
+  if (me == 0) std::fprintf(stderr, "measuring moves between ranks through the MPI backend...\n");
+  const runtime::mpi::MoveFigures moves =
+      runtime::mpi::measure_moves(devices, kSmallMoveBytes, kProbeBytes, std::max(10, 3 * rounds));
   if (me != 0) return false;
   Machine m = runtime::machine_from_calibration(c);
   m.name = "mpi-calibrated:" + std::to_string(devices) + "x" + std::to_string(ranks) + "ranks";
   if (ranks > 1) {
     // Each rank's way out to and in from the others: a move between devices of two ranks
-    // crosses the sender's out link (it carries the one-way latency) and the receiver's
-    // in link, at the bandwidth measured between those ranks (rank 0's figures for
-    // rank 0's links, the median for rank 0's own).
+    // crosses the sender's out link (it carries the move's fixed cost) and the receiver's
+    // in link, at the rate of a move's bytes measured between rank 0 and that rank
+    // (the median over ranks for rank 0's own links).
     std::vector<LinkId> out(static_cast<std::size_t>(ranks)), in(static_cast<std::size_t>(ranks));
     for (int r = 0; r < ranks; ++r) {
-      const double bw = r == 0 ? p2p.bytes_per_s : p2p.bytes_per_s_by_rank[static_cast<std::size_t>(r)];
-      const double lat = r == 0 ? p2p.latency_s : p2p.latency_by_rank_s[static_cast<std::size_t>(r)];
+      const double bw = r == 0 ? moves.bytes_per_s : moves.bytes_per_s_by_rank[static_cast<std::size_t>(r)];
+      const double lat = r == 0 ? moves.latency_s : moves.latency_by_rank_s[static_cast<std::size_t>(r)];
       m.links.push_back(Link{"rank" + std::to_string(r) + ".mpi.out", LinkKind::network, bw, lat});
       out[static_cast<std::size_t>(r)] = LinkId(static_cast<std::int32_t>(m.links.size() - 1));
       m.links.push_back(Link{"rank" + std::to_string(r) + ".mpi.in", LinkKind::network, bw, 0.0});
@@ -260,10 +267,20 @@ bool calibrate_mpi_backend(int devices, double seconds_per_point, int rounds, Ma
   j["p2p_probe_bytes"] = p2p.bytes;
   j["p2p_latency_by_rank_s"] = p2p.latency_by_rank_s;
   j["p2p_bytes_per_s_by_rank"] = p2p.bytes_per_s_by_rank;
+  j["move_latency_s"] = moves.latency_s;
+  j["move_bytes_per_s"] = moves.bytes_per_s;
+  j["move_latency_by_rank_s"] = moves.latency_by_rank_s;
+  j["move_bytes_per_s_by_rank"] = moves.bytes_per_s_by_rank;
+  j["move_probe_bytes"] = {moves.small_bytes, moves.large_bytes};
+  j["move_span_s_by_rank"] = {moves.small_span_s, moves.large_span_s};
   *report = std::move(j);
   std::fprintf(stderr, "  MPI point to point: %s one-way latency, %s/s (%s messages), median over ranks 1-%d\n",
                human_seconds(p2p.latency_s).c_str(), human_bytes(p2p.bytes_per_s).c_str(),
                human_bytes(static_cast<double>(p2p.bytes)).c_str(), ranks - 1);
+  std::fprintf(stderr, "  a move through the backend: %s fixed, %s/s (%s and %s moves), median over ranks 1-%d: the links' figures\n",
+               human_seconds(moves.latency_s).c_str(), human_bytes(moves.bytes_per_s).c_str(),
+               human_bytes(static_cast<double>(moves.small_bytes)).c_str(),
+               human_bytes(static_cast<double>(moves.large_bytes)).c_str(), ranks - 1);
   return true;
 }
 

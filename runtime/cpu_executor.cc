@@ -42,6 +42,7 @@ struct ReadyQueue {
 };
 
 constexpr int kSpins = 20000;  // about 50-100 us of pause instructions
+constexpr std::chrono::microseconds kLinkSpin{50};  // with a RemoteLink: yields instead (see worker())
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -457,8 +458,16 @@ class Run {
         // A worker owns its core: spin a little before sleeping, so that a task made
         // ready by another worker starts within a microsecond instead of after a
         // futex wake-up (tens of microseconds on a loaded machine).
-        for (int spin = 0; spin < kSpins && q.size.load(std::memory_order_acquire) == 0 && !done_.load(); ++spin)
-          cpu_relax();
+        if (link_) {
+          // The link's thread may share this core (mpirun binds a rank to one): a worker
+          // that waits for a move from another process yields to it, and not for long.
+          for (const auto until = Clock::now() + kLinkSpin;
+               q.size.load(std::memory_order_acquire) == 0 && !done_.load() && Clock::now() < until;)
+            std::this_thread::yield();
+        } else {
+          for (int spin = 0; spin < kSpins && q.size.load(std::memory_order_acquire) == 0 && !done_.load(); ++spin)
+            cpu_relax();
+        }
         std::unique_lock<std::mutex> lock(q.mutex);
         q.cv.wait(lock, [&] { return !q.heap.empty() || done_.load(); });
         if (q.heap.empty()) return;
@@ -579,7 +588,7 @@ class Run {
         const Buffer& src = tg_.buffer(t.reads[0]);
         const Buffer& dst = tg_.buffer(t.writes);
         if (!local(t.dst_device)) {  // to another process: packed here, sent by the link
-          std::vector<std::byte> packed(static_cast<std::size_t>(elements(dst.shape)) * sizeof(T));
+          std::vector<std::byte> packed = link_->send_buffer(static_cast<std::size_t>(elements(dst.shape)) * sizeof(T));
           cpu::copy_region<T>(storage_[t.reads[0].index()].data(), src.shape, t.src,
                               reinterpret_cast<T*>(packed.data()), dst.shape, Rect::whole(dst.shape), Agg::none);
           link_->send(TaskId(static_cast<std::int32_t>(&t - tg_.tasks.data())), std::move(packed));

@@ -69,6 +69,9 @@ class RemoteLink {
   virtual void started(std::chrono::steady_clock::time_point t0) = 0;
   // Called by a worker right before it runs `task` (fault injection in tests).
   virtual void before_task(TaskId task) = 0;
+  // A block of `bytes` bytes to pack a move out of this process into (the link may hand
+  // out one of a finished send's).
+  [[nodiscard]] virtual std::vector<std::byte> send_buffer(std::size_t bytes) { return std::vector<std::byte>(bytes); }
   // A move out of this process, its region packed; the link owns `data` now.
   virtual void send(TaskId move, std::vector<std::byte> data) = 0;
   // bsp: this process has finished every task of `phase` (called in phase order).

@@ -9,10 +9,14 @@
 #include <cstring>
 #include <limits>
 #include <mutex>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/prctl.h>
 #include <thread>
 #include <unistd.h>
 
 #include "core/error.h"
+#include "runtime/mpi/doorbell.h"
 #include "runtime/mpi/mpi_session.h"
 
 namespace tessel::runtime {
@@ -20,7 +24,8 @@ namespace tessel::runtime {
 // The RemoteLink of one rank: the communication thread and its MPI requests.
 class MpiLink final : public RemoteLink {
  public:
-  MpiLink(MPI_Comm comm, int rank, int ranks, Policy policy) : comm_(comm), rank_(rank), ranks_(ranks), policy_(policy) {
+  MpiLink(MPI_Comm comm, int rank, int ranks, Policy policy, bool pin_threads)
+      : comm_(comm), rank_(rank), ranks_(ranks), policy_(policy), pin_threads_(pin_threads), bells_(comm) {
     if (const char* f = std::getenv("TESSEL_MPI_FAULT")) {  // tests: RANK:TASK or RANK:kill
       std::string s(f);
       auto colon = s.find(':');
@@ -60,6 +65,7 @@ class MpiLink final : public RemoteLink {
     abandon_ = false;
     phases_released_ = 0;
     num_phases_ = 0;
+    sends_open_ = barriers_open_ = 0;
     if (policy_ == Policy::bsp)
       for (const Task& t : tg.tasks) num_phases_ = std::max(num_phases_, bsp_phase(t) + 1);
     // Every move into this rank is posted now, straight into its destination buffer.
@@ -91,6 +97,20 @@ class MpiLink final : public RemoteLink {
 
   void started(std::chrono::steady_clock::time_point t0) override {
     t0_ = t0;
+    // Every rank's workers have placed their buffers (which takes each rank its own time:
+    // tens of milliseconds for large graphs): start the tasks together, or a move sent at
+    // one rank's start would be timed until the other rank is ready to receive it.
+    MPI_Request req;
+    MPI_Ibarrier(comm_, &req);
+    const auto spin_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1);
+    for (int done = 0;;) {
+      MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+      if (done) break;
+      if (std::chrono::steady_clock::now() < spin_until)
+        std::this_thread::yield();
+      else
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
     thread_ = std::thread([this] { loop(); });
   }
 
@@ -99,14 +119,39 @@ class MpiLink final : public RemoteLink {
     if (fault_any_ || task.value == fault_task_) fail("injected fault (TESSEL_MPI_FAULT)");
   }
 
+  std::vector<std::byte> send_buffer(std::size_t bytes) override {
+    std::vector<std::byte> block;
+    {
+      // The smallest finished send's block that holds `bytes`: no allocation, no page
+      // faults, no zero-filling of a fresh block on every move.
+      std::lock_guard<std::mutex> lock(pool_mutex_);
+      std::size_t best = pool_.size();
+      for (std::size_t i = 0; i < pool_.size(); ++i)
+        if (pool_[i].capacity() >= bytes && (best == pool_.size() || pool_[i].capacity() < pool_[best].capacity()))
+          best = i;
+      if (best < pool_.size()) {
+        block = std::move(pool_[best]);
+        pool_.erase(pool_.begin() + static_cast<std::ptrdiff_t>(best));
+      }
+    }
+    block.resize(bytes);
+    return block;
+  }
+
   void send(TaskId move, std::vector<std::byte> data) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    commands_.push_back(Command{Command::send, move.value, std::move(data)});
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      commands_.push_back(Command{Command::send, move.value, std::move(data)});
+    }
+    bells_.ring(rank_);
   }
 
   void phase_done(std::int32_t phase) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    commands_.push_back(Command{Command::barrier, phase, {}});
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      commands_.push_back(Command{Command::barrier, phase, {}});
+    }
+    bells_.ring(rank_);
   }
 
   void end(bool failed) override {
@@ -143,6 +188,7 @@ class MpiLink final : public RemoteLink {
     if (!thread_.joinable()) return;
     abandon_ = abandon;
     ending_ = true;
+    bells_.ring(rank_);
     thread_.join();
   }
 
@@ -150,13 +196,44 @@ class MpiLink final : public RemoteLink {
 
   // The communication thread: posts what the workers hand over, completes requests and
   // reports arrivals and finished phases, until the run has ended and nothing is open.
+  //
+  // It polls MPI (MPI_Testsome) only while it knows a transfer is under way — a send or a
+  // barrier of its own not yet complete, or a message announced to this rank not yet
+  // received (Doorbells) — and for kSpin after anything happened, yielding between polls
+  // so that a rank that shares its core with its worker leaves it the core. Otherwise it
+  // sleeps on its doorbell, which the other ranks ring when they post a message for it
+  // or enter a barrier, and its workers when they hand it a send. A poll that has seen
+  // nothing for kSpin while a transfer is under way gives way to timed waits (from
+  // kFirstWait, doubling to kLongestWait), so that ranks outnumbering the cores do not
+  // spin against each other. Without a shared doorbell segment (ranks on several
+  // machines) nothing rings: the idle thread polls every kPollWait.
+  static constexpr std::chrono::microseconds kSpin{200};
+  static constexpr std::chrono::microseconds kFirstWait{20};
+  static constexpr std::chrono::microseconds kLongestWait{1000};
+  static constexpr std::chrono::milliseconds kIdleWait{20};  // a safety net: a ring wakes it at once
+  static constexpr std::chrono::microseconds kPollWait{50};  // no shared doorbells: nothing rings
+
   void loop() {
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);  // timed waits end within ~1 us, not the default 50 us
+    if (pin_threads_) {
+      // mpirun binds a rank to one core, where its worker runs: let this thread run on
+      // any core, so that it can progress a transfer on a core another rank leaves idle
+      // while the worker computes.
+      cpu_set_t all;
+      CPU_ZERO(&all);
+      for (unsigned c = 0; c < std::max(1u, std::thread::hardware_concurrency()); ++c) CPU_SET(c, &all);
+      pthread_setaffinity_np(pthread_self(), sizeof all, &all);
+    }
     std::vector<Command> commands;
     std::vector<int> done(16);
-    int idle = 0;
+    auto last_event = std::chrono::steady_clock::now();
+    std::chrono::microseconds next_wait = kFirstWait;
+    std::uint32_t last_bell = bells_.seen();
     try {
       for (;;) {
-        bool progressed = false;
+        const std::uint32_t bell = bells_.seen();  // read before the commands: a later ring ends the wait below
+        bool progressed = bell != last_bell;
+        last_bell = bell;
         {
           std::lock_guard<std::mutex> lock(mutex_);
           commands.swap(commands_);
@@ -166,12 +243,17 @@ class MpiLink final : public RemoteLink {
           MPI_Request req;
           if (c.kind == Command::send) {
             const Task& t = tg_->tasks[static_cast<std::size_t>(c.id)];
-            MPI_Isend(c.data.data(), static_cast<int>(c.data.size()), MPI_BYTE, rank_of(t.dst_device), c.id, comm_,
-                      &req);
+            const int to = rank_of(t.dst_device);
+            MPI_Isend(c.data.data(), static_cast<int>(c.data.size()), MPI_BYTE, to, c.id, comm_, &req);
             add(req, Pending{Pending::send, c.id, std::move(c.data)});
+            ++sends_open_;
+            bells_.announce(to);
           } else {
             MPI_Ibarrier(comm_, &req);
             add(req, Pending{Pending::barrier, c.id, {}});
+            ++barriers_open_;
+            for (int r = 0; r < ranks_; ++r)
+              if (r != rank_) bells_.ring(r);
           }
         }
         commands.clear();
@@ -187,9 +269,16 @@ class MpiLink final : public RemoteLink {
               Pending& p = pending_[static_cast<std::size_t>(done[static_cast<std::size_t>(k)])];
               if (p.kind == Pending::recv) {
                 run_.received(TaskId(p.id), seconds());
+                ++received_;
+                // Its sender may wait for the end of the handshake: wake it.
+                bells_.ring(rank_of(tg_->tasks[static_cast<std::size_t>(p.id)].device));
               } else if (p.kind == Pending::barrier) {
+                --barriers_open_;
                 phases_released_ = std::max(phases_released_, p.id + 1);
                 run_.released(p.id);
+              } else {
+                --sends_open_;
+                recycle(std::move(p.data));
               }
               p.data = {};
             }
@@ -211,14 +300,20 @@ class MpiLink final : public RemoteLink {
           std::lock_guard<std::mutex> lock(mutex_);
           if (commands_.empty()) return;
         }
-        // Back off when nothing moved: yield at first, then sleep, so that on a machine
-        // with fewer cores than ranks the thread leaves the workers their cores.
+        const auto now = std::chrono::steady_clock::now();
         if (progressed) {
-          idle = 0;
-        } else if (++idle < 64) {
+          last_event = now;
+          next_wait = kFirstWait;
+          continue;
+        }
+        const bool under_way = sends_open_ > 0 || barriers_open_ > 0 || bells_.announced() > received_;
+        if (now - last_event < kSpin) {
           std::this_thread::yield();
+        } else if (under_way) {
+          bells_.wait(bell, next_wait);
+          next_wait = std::min(2 * next_wait, kLongestWait);
         } else {
-          std::this_thread::sleep_for(std::chrono::microseconds(idle < 1024 ? 5 : 50));
+          bells_.wait(bell, bells_.shared() ? kIdleWait : kPollWait);
         }
       }
     } catch (...) {
@@ -227,9 +322,17 @@ class MpiLink final : public RemoteLink {
     }
   }
 
+  // A finished send's block, kept for the next send_buffer (at most kPool blocks).
+  static constexpr std::size_t kPool = 16;
+  void recycle(std::vector<std::byte> block) {
+    std::lock_guard<std::mutex> lock(pool_mutex_);
+    if (pool_.size() < kPool) pool_.push_back(std::move(block));
+  }
+
   MPI_Comm comm_;
   int rank_, ranks_;
   Policy policy_;
+  bool pin_threads_;
   int first_ = 0, last_ = 0, devices_ = 1;
   const TaskGraph* tg_ = nullptr;
   RemoteRun run_;
@@ -241,6 +344,11 @@ class MpiLink final : public RemoteLink {
   std::vector<MPI_Request> requests_;
   std::vector<Pending> pending_;
   std::int32_t num_phases_ = 0, phases_released_ = 0;
+  std::int64_t sends_open_ = 0, barriers_open_ = 0;  // posted and not yet complete
+  std::uint64_t received_ = 0;                        // moves received, all runs: against bells_.announced()
+  mpi::Doorbells bells_;
+  std::mutex pool_mutex_;
+  std::vector<std::vector<std::byte>> pool_;  // finished sends' blocks, for send_buffer
   std::exception_ptr error_;
   bool fault_kill_ = false;
   bool fault_any_ = false;
@@ -325,7 +433,7 @@ MpiExecutor::MpiExecutor(Policy policy, bool pin_threads) : policy_(policy) {
   mpi::ensure_initialized();
   rank_ = mpi::rank();
   ranks_ = mpi::size();
-  link_ = std::make_unique<MpiLink>(world_dup(), rank_, ranks_, policy);
+  link_ = std::make_unique<MpiLink>(world_dup(), rank_, ranks_, policy, pin_threads);
   CpuOptions o;
   o.policy = policy;
   o.pin_threads = pin_threads;

@@ -5,8 +5,11 @@
 // a move inside a rank stays a copy; a move between ranks is packed by its source's
 // worker and sent by a communication thread with non-blocking MPI point-to-point
 // (MPI_Isend / MPI_Irecv, tagged by task id, on a duplicate of MPI_COMM_WORLD), received
-// straight into the destination buffer, so no worker ever waits on MPI. Under `bsp` a
-// phase ends with an MPI_Ibarrier that every rank enters when it has finished the phase.
+// straight into the destination buffer, so no worker ever waits on MPI. The thread sleeps
+// on a doorbell that the sending rank rings (doorbell.h) and polls MPI only while a
+// transfer is under way or shortly after one. Under `bsp` a phase ends with an
+// MPI_Ibarrier that every rank enters when it has finished the phase. The ranks start
+// their first tasks together, once every rank has placed its buffers.
 //
 // Every rank must be given the same graph, decomposition and inputs: at the start of
 // each run the ranks exchange a fingerprint of them and stop with an error naming the

@@ -164,10 +164,11 @@ PY
     ;;
   compare)
     mpi 2 calibrate --backend mpi -d 2 --rounds 1 --seconds 0.01 -o "$tmp/m.json" --json
-    if [ $rc -ne 0 ] || ! grep -q '"p2p_bytes_per_s"' "$tmp/out" || ! grep -q 'rank1.mpi.out' "$tmp/m.json"; then
+    if [ $rc -ne 0 ] || ! grep -q '"p2p_bytes_per_s"' "$tmp/out" || ! grep -q '"move_latency_s"' "$tmp/out" ||
+       ! grep -q 'rank1.mpi.out' "$tmp/m.json"; then
       bad "calibrate --backend mpi: exit $rc"; cat "$tmp/out"
     else
-      echo "ok: calibrate --backend mpi writes the links between ranks"
+      echo "ok: calibrate --backend mpi writes the links between ranks (measured moves through the backend)"
       mpi 2 compare -w chain:size=64 -d 2 -s data-parallel --backend mpi -m "$tmp/m.json" --repeat 2 --json
       if [ $rc -ne 0 ] || [ "$(grep -c '"backend": "mpi"' "$tmp/out")" -ne 1 ] || ! grep -q '"correct": true' "$tmp/out"; then
         bad "compare --backend mpi: exit $rc"; cat "$tmp/out"
