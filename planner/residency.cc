@@ -143,23 +143,29 @@ std::vector<std::int64_t> resident_weight_bytes(const Graph& g, const Decomposit
   return bytes;
 }
 
-void check_resident_memory(const Graph& g, const Decomposition& d, const Machine& m) {
+int device_over_memory(const Graph& g, const Decomposition& d, const Machine& m) {
   const std::vector<std::int64_t> bytes = resident_weight_bytes(g, d);
   for (int dev = 0; dev < d.num_devices && dev < m.num_devices(); ++dev) {
     const std::int64_t capacity = m.type_of(DeviceId(dev)).memory_capacity_bytes;
-    const std::int64_t held = bytes[static_cast<std::size_t>(dev)];
-    if (capacity > 0 && held > capacity) {
-      char gib[64];
-      std::snprintf(gib, sizeof gib, "%.2f GiB of weights (%lld bytes)", static_cast<double>(held) / (1 << 30),
-                    static_cast<long long>(held));
-      char cap[64];
-      std::snprintf(cap, sizeof cap, "%.2f GiB (%lld bytes)", static_cast<double>(capacity) / (1 << 30),
-                    static_cast<long long>(capacity));
-      fail("--weights resident: device ", dev, " of machine '", m.name, "' would hold ", gib,
-           " at rest, more than its memory of ", cap,
-           "; shard the weights (megatron, dp-tp), use more devices, or --weights fetched");
-    }
+    if (capacity > 0 && bytes[static_cast<std::size_t>(dev)] > capacity) return dev;
   }
+  return -1;
+}
+
+void check_resident_memory(const Graph& g, const Decomposition& d, const Machine& m) {
+  const int dev = device_over_memory(g, d, m);
+  if (dev < 0) return;
+  const std::int64_t capacity = m.type_of(DeviceId(dev)).memory_capacity_bytes;
+  const std::int64_t held = resident_weight_bytes(g, d)[static_cast<std::size_t>(dev)];
+  char gib[64];
+  std::snprintf(gib, sizeof gib, "%.2f GiB of weights (%lld bytes)", static_cast<double>(held) / (1 << 30),
+                static_cast<long long>(held));
+  char cap[64];
+  std::snprintf(cap, sizeof cap, "%.2f GiB (%lld bytes)", static_cast<double>(capacity) / (1 << 30),
+                static_cast<long long>(capacity));
+  fail("--weights resident: device ", dev, " of machine '", m.name, "' would hold ", gib,
+       " at rest, more than its memory of ", cap,
+       "; shard the weights (megatron, dp-tp), use more devices, or --weights fetched");
 }
 
 }  // namespace tessel::planner

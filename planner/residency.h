@@ -22,6 +22,10 @@ void make_resident(const Graph& g, Decomposition& d);
 // Bytes of weights (every replica counted) each device holds at rest under `d`.
 [[nodiscard]] std::vector<std::int64_t> resident_weight_bytes(const Graph& g, const Decomposition& d);
 
+// The first device whose resident weights under `d` exceed its memory capacity, or -1
+// when every device holds its weights (devices without a capacity are not checked).
+[[nodiscard]] int device_over_memory(const Graph& g, const Decomposition& d, const Machine& m);
+
 // Error naming the first device whose resident weights exceed its memory capacity,
 // with both byte counts (devices without a capacity are not checked).
 void check_resident_memory(const Graph& g, const Decomposition& d, const Machine& m);
