@@ -165,8 +165,8 @@ class EinDecomp final : public Strategy {
   std::string name() const override { return "eindecomp"; }
   std::string help() const override {
     return "EinDecomp's dynamic program over trees, shared nodes solved jointly with their consumers: minimises "
-           "elements replicated, aggregated and repartitioned (with -m on several hosts: weighted by the bandwidth "
-           "of the links they cross)";
+           "elements replicated, aggregated and repartitioned (replicas of resident weights free while they fit in "
+           "memory; with -m on several hosts: weighted by the bandwidth of the links they cross)";
   }
   Partitioning partition(const Graph& g, const PlanOptions& o) const override { return eindecomp_partition(g, o); }
 };
