@@ -50,16 +50,18 @@ std::vector<Parts> node_candidates(const Shape& shape, int total_log2) {
   return {Parts(shape.size(), 1)};
 }
 
-double join_cost(const Graph& g, NodeId id, const Parts& p) {
+double join_cost(const Graph& g, NodeId id, const Parts& p, const Prices& prices) {
   const Node& n = g.node(id);
   if (n.kind != NodeKind::einsum) return 0;
   double cost = 0;
   for (std::size_t i = 0; i < n.inputs.size(); ++i) {
+    const double price = prices.empty() ? 1.0 : prices[n.inputs[i].index()];
+    if (price == 0) continue;
     double replicas = 1;
     for (int j = 0; j < n.einsum.rank(); ++j)
       if (std::find(n.einsum.inputs[i].begin(), n.einsum.inputs[i].end(), j) == n.einsum.inputs[i].end())
         replicas *= p[static_cast<std::size_t>(j)];
-    cost += static_cast<double>(elements(g.node(n.inputs[i]).shape)) * replicas;
+    cost += price * static_cast<double>(elements(g.node(n.inputs[i]).shape)) * replicas;
   }
   return cost;
 }

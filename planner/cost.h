@@ -6,7 +6,9 @@
 // differences)), so baselines with other counts are scored the same way.
 //
 //   join(node, p)          Σ over inputs of elements(input) × Π parts of the join
-//                          indices the input does not use (replication)
+//                          indices the input does not use (replication), each input's
+//                          term times its price (1; 0 for an operand at rest on every
+//                          device that reads it: a resident weight or fill, residency.h)
 //   aggregation(node, p)   out_elements × (n_agg − 1), n_agg = Π parts of the
 //                          aggregated indices (partials to combine)
 //   repartition(a → b)     0 if a == b, else N·Π max(a,b)/a + N·(Π max(a,b)/b − 1)
@@ -23,6 +25,12 @@ namespace tessel::planner {
 
 using Parts = std::vector<int>;  // parts per index
 
+// Per NodeId, what one element of that node costs when a join replicates it (join_cost);
+// empty: 1 for every node. Resident weights and fills are at rest on every device that
+// reads them before the run, so that replicating them moves nothing: price 0
+// (input_prices(), strategy.h).
+using Prices = std::vector<double>;
+
 // Every vector of power-of-two parts per index whose product is 2^total_log2, with each
 // part at most the index size, in lexicographic order.
 [[nodiscard]] std::vector<Parts> candidate_partitions(const Shape& shape, int total_log2);
@@ -31,7 +39,7 @@ using Parts = std::vector<int>;  // parts per index
 // one device that every consumer's block must then fetch from).
 [[nodiscard]] std::vector<Parts> node_candidates(const Shape& shape, int total_log2);
 
-[[nodiscard]] double join_cost(const Graph& g, NodeId id, const Parts& p);
+[[nodiscard]] double join_cost(const Graph& g, NodeId id, const Parts& p, const Prices& prices = {});
 [[nodiscard]] double aggregation_cost(const Graph& g, NodeId id, const Parts& p);
 [[nodiscard]] double repartition_cost(double elements, const Parts& from, const Parts& to);
 

@@ -6,6 +6,9 @@
 #include <map>
 #include <utility>
 
+#include "planner/placement.h"
+#include "planner/residency.h"
+
 namespace tessel::planner {
 namespace {
 
@@ -20,6 +23,9 @@ using namespace detail;
 constexpr std::size_t kMaxJointCandidates = 64;
 constexpr std::size_t kRerunBudget = 30'000;
 constexpr int kMaxSweeps = 3;
+// What a replicated element of a resident weight costs, tried in turn (after 0) while the
+// plan's resident weights exceed a device's memory (eindecomp_partition).
+constexpr double kAtRestPrices[] = {1.0 / 64, 1.0 / 16, 1.0 / 4, 1, 4, 16, 64};
 
 using Choice = std::pair<int, bool>;  // operand's candidate, aggregated straight into the need
 
@@ -159,8 +165,8 @@ class EinDecomp final : public Strategy {
   std::string name() const override { return "eindecomp"; }
   std::string help() const override {
     return "EinDecomp's dynamic program over trees, shared nodes solved jointly with their consumers: minimises "
-           "elements replicated, aggregated and repartitioned (with -m on several hosts: weighted by the bandwidth "
-           "of the links they cross)";
+           "elements replicated, aggregated and repartitioned (replicas of resident weights free while they fit in "
+           "memory; with -m on several hosts: weighted by the bandwidth of the links they cross)";
   }
   Partitioning partition(const Graph& g, const PlanOptions& o) const override { return eindecomp_partition(g, o); }
 };
@@ -184,17 +190,19 @@ double dp_total(const Graph& g, const Partitioning& p, const DpCost& cost) {
   return total;
 }
 
-Partitioning eindecomp_partition(const Graph& g, const PlanOptions& o) {
+namespace {
+
+// EinDecomp with the DAG step under `cost` (eindecomp.h).
+Partitioning solve(const Graph& g, const PlanOptions& o, const DpCost& cost) {
   const int total_log2 = require_power_of_two("eindecomp", o);
-  const std::unique_ptr<DpCost> cost = make_dp_cost(o);
   const auto consumers = g.consumers();
   std::vector<std::vector<Parts>> cands(g.size());
   for (NodeId id : g.ids()) {
     if (!is_planned(g, id)) continue;
     cands[id.index()] = node_candidates(g.join_shape(id), total_log2);
   }
-  Partitioning best = solve_trees(g, cands, *cost, consumers);
-  double best_cost = dp_total(g, best, *cost);
+  Partitioning best = solve_trees(g, cands, cost, consumers);
+  double best_cost = dp_total(g, best, cost);
 
   // Shared nodes with few output partitions, and those partitions (in candidate order).
   std::vector<std::pair<NodeId, std::vector<Parts>>> shared;
@@ -223,8 +231,8 @@ Partitioning eindecomp_partition(const Graph& g, const PlanOptions& o) {
         fc.clear();
         for (const Parts& c : cands[id.index()])
           if (output_partition(g, id, c) == out) fc.push_back(c);
-        Partitioning p = solve_trees(g, forced, *cost, consumers);
-        double c = dp_total(g, p, *cost);
+        Partitioning p = solve_trees(g, forced, cost, consumers);
+        double c = dp_total(g, p, cost);
         if (c < best_cost) {  // strict: the first cheapest in candidate order wins ties
           best_cost = c;
           best = std::move(p);
@@ -242,6 +250,24 @@ Partitioning eindecomp_partition(const Graph& g, const PlanOptions& o) {
   }
   fill_unplanned(g, best.join, best.output);
   return best;
+}
+
+}  // namespace
+
+Partitioning eindecomp_partition(const Graph& g, const PlanOptions& o) {
+  Partitioning p = solve(g, o, *make_dp_cost(g, o));
+  if (o.weights != Weights::resident || !o.machine) return p;
+  // Resident weights replicate for free but occupy memory on every holder: while they
+  // exceed a device's memory, price their replication (a Lagrange multiplier on the
+  // memory they take, which under round-robin is spread evenly) and solve again.
+  const double fpb = flops_per_byte(o);
+  for (double price : kAtRestPrices) {
+    Decomposition d = place(g, p, o.devices, o.placement, fpb);
+    make_resident(g, d);
+    if (device_over_memory(g, d, *o.machine) < 0) break;
+    p = solve(g, o, *make_dp_cost(g, o, price));
+  }
+  return p;
 }
 
 std::unique_ptr<Strategy> make_eindecomp() { return std::make_unique<EinDecomp>(); }

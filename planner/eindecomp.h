@@ -16,9 +16,16 @@
 //                   element is weighted by the bandwidth of the link it crosses
 //                   (topology_cost.cc): a block's peers under round-robin placement on
 //                   the same host cost 1, those on other hosts B_intra / B_inter.
+//   resident        with --weights resident (the default) the weights and fills are at
+//                   rest on every device that reads them: replicating them costs nothing
+//                   (input_prices). Their memory still counts: with a machine, a plan
+//                   whose resident weights exceed a device's memory is solved again with
+//                   their replication priced (1/64, 1/16, ... 64 per element, a Lagrange
+//                   multiplier on the memory they take), the first price that fits kept.
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/graph.h"
@@ -34,11 +41,16 @@ namespace detail {
 [[nodiscard]] bool may_choose_output(const Graph& g, NodeId id, const std::vector<std::vector<NodeId>>& consumers);
 }  // namespace detail
 
-// The cost EinDecomp's DP minimises: elements (cost.h) unless a subclass weighs them.
+// The cost EinDecomp's DP minimises: elements (cost.h), each input's replicated elements
+// at its price (input_prices: 0 for resident weights and fills), unless a subclass weighs
+// them.
 class DpCost {
  public:
+  explicit DpCost(Prices prices = {}) : prices_(std::move(prices)) {}
   virtual ~DpCost() = default;
-  [[nodiscard]] virtual double join(const Graph& g, NodeId id, const Parts& p) const { return join_cost(g, id, p); }
+  [[nodiscard]] virtual double join(const Graph& g, NodeId id, const Parts& p) const {
+    return join_cost(g, id, p, prices_);
+  }
   [[nodiscard]] virtual double aggregation(const Graph& g, NodeId id, const Parts& p) const {
     return aggregation_cost(g, id, p);
   }
@@ -51,16 +63,25 @@ class DpCost {
   // finer than the join's output piles many sites onto few devices: the topology cost,
   // which counts where traffic converges, says no.
   [[nodiscard]] virtual bool aggregates_into_need() const { return true; }
+
+ protected:
+  [[nodiscard]] double price(NodeId input) const { return prices_.empty() ? 1.0 : prices_[input.index()]; }
+
+ private:
+  Prices prices_;
 };
 
 // The DP's cost for `options`: topology-weighted (topology_cost.cc) when a machine is
-// given and the first `devices` devices span more than one host, elements otherwise.
-[[nodiscard]] std::unique_ptr<DpCost> make_dp_cost(const PlanOptions& options);
+// given and the first `devices` devices span more than one host, elements otherwise;
+// inputs priced by input_prices(g, options.weights, at_rest_price).
+[[nodiscard]] std::unique_ptr<DpCost> make_dp_cost(const Graph& g, const PlanOptions& options,
+                                                   double at_rest_price = 0);
 
 // The total of `p` under `cost`, the same terms as evaluate().
 [[nodiscard]] double dp_total(const Graph& g, const Partitioning& p, const DpCost& cost);
 
-// EinDecomp with the DAG step above, under make_dp_cost(options).
+// EinDecomp with the DAG step above, under make_dp_cost(g, options), then the memory
+// step of resident weights above.
 [[nodiscard]] Partitioning eindecomp_partition(const Graph& g, const PlanOptions& options);
 
 [[nodiscard]] std::unique_ptr<Strategy> make_eindecomp();

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "planner/residency.h"
 #include "planner/strategy.h"
 
 namespace tessel::planner {
@@ -43,6 +44,31 @@ std::vector<double> operand_bytes_by_device(const Graph& g, const Decomposition&
   return by;
 }
 
+// Inputs and fills start where they are first read: each block on the device of the
+// first block (of its first consumer, then the next) that reads it; a block no one
+// reads keeps its round-robin device. Their partition is their first consumer's need
+// (strategy.cc, fill_unplanned), but numbered in their own index order, so that
+// round-robin alone would put a block of a weight [d, f] split (4, 2) on another device
+// than the block of its reader's join (…, f, d) split (…, 2, 4) that reads it, and every
+// step would move it there. (Resident weights and fills are then made resident on
+// every reader: residency.h.)
+void place_leaves_at_first_reader(const Graph& g, Decomposition& d, const std::vector<char>& placed) {
+  const auto consumers = g.consumers();
+  for (NodeId id : g.ids()) {
+    const NodeKind kind = g.node(id).kind;
+    if ((kind != NodeKind::input && kind != NodeKind::fill) || placed[id.index()]) continue;
+    NodePlan& plan = d.nodes[id.index()];
+    std::vector<char> assigned(plan.devices.size(), 0);
+    for (const Read& r : reads_of(g, d, id, consumers[id.index()]))
+      for (std::int64_t b : blocks_within(plan.partition, r.region)) {
+        const auto u = static_cast<std::size_t>(b);
+        if (assigned[u]) continue;
+        assigned[u] = 1;
+        plan.devices[u] = r.device;
+      }
+  }
+}
+
 }  // namespace
 
 Decomposition place(const Graph& g, const Partitioning& parts, int devices, std::string_view placement,
@@ -79,6 +105,7 @@ Decomposition place(const Graph& g, const Partitioning& parts, int devices, std:
       for (std::int64_t o = 0; o < plan.output->num_blocks(); ++o)
         plan.agg_devices.emplace_back(static_cast<std::int32_t>(o % devices));
     }
+    place_leaves_at_first_reader(g, d, placed);
     d.validate(g);
     return d;
   }
@@ -87,7 +114,7 @@ Decomposition place(const Graph& g, const Partitioning& parts, int devices, std:
   for (NodeId id : g.ids()) {
     NodePlan& plan = d.nodes[id.index()];
     const Node& n = g.node(id);
-    if (n.kind == NodeKind::input || n.kind == NodeKind::fill) continue;  // loaded where first needed: keep
+    if (n.kind == NodeKind::input || n.kind == NodeKind::fill) continue;  // placed at their first reader, below
     const std::int64_t blocks = plan.partition.num_blocks();
     if (!placed[id.index()]) {
       // locality's bound: at most ⌈blocks / n⌉ blocks of this node per device, and as
@@ -151,6 +178,7 @@ Decomposition place(const Graph& g, const Partitioning& parts, int devices, std:
       }
     }
   }
+  place_leaves_at_first_reader(g, d, placed);
   d.validate(g);
   return d;
 }

@@ -12,6 +12,8 @@
 //                blocks of one node, and a node with at least n blocks uses every
 //                device (ties: the device with the least compute so far)
 //
+// Under each, inputs and fills start on the device of their first reader: each block on
+// the device of the first block (of its first consumer, then the next) that reads it.
 // A node the strategy placed itself (Partitioning::devices) is left as it is.
 
 #include <string>

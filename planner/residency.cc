@@ -1,21 +1,14 @@
 #include "planner/residency.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <set>
 
 #include "core/error.h"
 
 namespace tessel::planner {
-namespace {
 
-struct Read {
-  Rect region;  // in the producer's coordinates
-  DeviceId device;
-};
-
-// Every region of `producer`'s output a block of one of its consumers reads, with the
-// reading block's device.
 std::vector<Read> reads_of(const Graph& g, const Decomposition& d, NodeId producer,
                            const std::vector<NodeId>& consumers) {
   std::vector<Read> out;
@@ -60,7 +53,25 @@ std::vector<Read> reads_of(const Graph& g, const Decomposition& d, NodeId produc
   return out;
 }
 
-}  // namespace
+std::vector<std::int64_t> blocks_within(const Partition& p, const Rect& region) {
+  std::vector<std::int64_t> out;
+  std::array<int, kMaxRank> first{}, last{}, c{};
+  for (int k = 0; k < p.rank(); ++k) {
+    p.overlapping(k, region.offset[k], region.offset[k] + region.size[k], &first[k], &last[k]);
+    if (first[k] >= last[k]) return out;
+    c[k] = first[k];
+  }
+  for (;;) {
+    out.push_back(p.block_index(c));
+    int k = p.rank() - 1;
+    while (k >= 0 && ++c[k] == last[k]) {
+      c[k] = first[k];
+      --k;
+    }
+    if (k < 0) return out;
+  }
+}
+
 
 void make_resident(const Graph& g, Decomposition& d) {
   const std::vector<bool> weights = weight_inputs(g);
@@ -86,26 +97,9 @@ void make_resident(const Graph& g, Decomposition& d) {
     plan.partition = Partition::from_bounds(std::move(bounds));
     const std::int64_t blocks = plan.partition.num_blocks();
     std::vector<std::vector<DeviceId>> holders(static_cast<std::size_t>(blocks));
-    for (const Read& r : reads) {
-      // Blocks inside the region read: the grid coordinates it spans, dimension by dimension.
-      std::array<int, kMaxRank> first{}, last{}, c{};
-      bool empty = false;
-      for (int k = 0; k < plan.partition.rank(); ++k) {
-        plan.partition.overlapping(k, r.region.offset[k], r.region.offset[k] + r.region.size[k], &first[k], &last[k]);
-        empty = empty || first[k] >= last[k];
-        c[k] = first[k];
-      }
-      if (empty) continue;
-      for (;;) {
-        holders[static_cast<std::size_t>(plan.partition.block_index(c))].push_back(r.device);
-        int k = plan.partition.rank() - 1;
-        while (k >= 0 && ++c[k] == last[k]) {
-          c[k] = first[k];
-          --k;
-        }
-        if (k < 0) break;
-      }
-    }
+    for (const Read& r : reads)
+      for (std::int64_t b : blocks_within(plan.partition, r.region))
+        holders[static_cast<std::size_t>(b)].push_back(r.device);
     for (std::int64_t b = 0; b < blocks; ++b) {
       auto& h = holders[static_cast<std::size_t>(b)];
       std::sort(h.begin(), h.end());
@@ -143,23 +137,29 @@ std::vector<std::int64_t> resident_weight_bytes(const Graph& g, const Decomposit
   return bytes;
 }
 
-void check_resident_memory(const Graph& g, const Decomposition& d, const Machine& m) {
+int device_over_memory(const Graph& g, const Decomposition& d, const Machine& m) {
   const std::vector<std::int64_t> bytes = resident_weight_bytes(g, d);
   for (int dev = 0; dev < d.num_devices && dev < m.num_devices(); ++dev) {
     const std::int64_t capacity = m.type_of(DeviceId(dev)).memory_capacity_bytes;
-    const std::int64_t held = bytes[static_cast<std::size_t>(dev)];
-    if (capacity > 0 && held > capacity) {
-      char gib[64];
-      std::snprintf(gib, sizeof gib, "%.2f GiB of weights (%lld bytes)", static_cast<double>(held) / (1 << 30),
-                    static_cast<long long>(held));
-      char cap[64];
-      std::snprintf(cap, sizeof cap, "%.2f GiB (%lld bytes)", static_cast<double>(capacity) / (1 << 30),
-                    static_cast<long long>(capacity));
-      fail("--weights resident: device ", dev, " of machine '", m.name, "' would hold ", gib,
-           " at rest, more than its memory of ", cap,
-           "; shard the weights (megatron, dp-tp), use more devices, or --weights fetched");
-    }
+    if (capacity > 0 && bytes[static_cast<std::size_t>(dev)] > capacity) return dev;
   }
+  return -1;
+}
+
+void check_resident_memory(const Graph& g, const Decomposition& d, const Machine& m) {
+  const int dev = device_over_memory(g, d, m);
+  if (dev < 0) return;
+  const std::int64_t capacity = m.type_of(DeviceId(dev)).memory_capacity_bytes;
+  const std::int64_t held = resident_weight_bytes(g, d)[static_cast<std::size_t>(dev)];
+  char gib[64];
+  std::snprintf(gib, sizeof gib, "%.2f GiB of weights (%lld bytes)", static_cast<double>(held) / (1 << 30),
+                static_cast<long long>(held));
+  char cap[64];
+  std::snprintf(cap, sizeof cap, "%.2f GiB (%lld bytes)", static_cast<double>(capacity) / (1 << 30),
+                static_cast<long long>(capacity));
+  fail("--weights resident: device ", dev, " of machine '", m.name, "' would hold ", gib,
+       " at rest, more than its memory of ", cap,
+       "; shard the weights (megatron, dp-tp), use more devices, or --weights fetched");
 }
 
 }  // namespace tessel::planner

@@ -288,7 +288,7 @@ Plan search_plan(const Graph& g, const PlanOptions& o, SearchReport* report) {
     parts.join.push_back(np.partition.parts());
     parts.output.push_back(np.output ? np.output->parts() : Parts{});
   }
-  p.costs = evaluate(g, parts);
+  p.costs = evaluate(g, parts, input_prices(g, o.weights));
   if (o.weights == Weights::resident) check_resident_memory(g, p.decomposition, *o.machine);
   p.idle_devices = idle_devices(g, p.decomposition);
   return p;

@@ -114,6 +114,7 @@ class Exhaustive final : public Strategy {
     if (combos > static_cast<double>(o.exhaustive_limit))
       fail("strategy 'exhaustive': ", planned.size(), " nodes give ", combos, " combinations, over the limit of ",
            o.exhaustive_limit, " (use eindecomp, or a smaller graph or device count)");
+    const Prices prices = input_prices(g, o.weights);
     Partitioning p, best_p;
     p.join.assign(g.size(), {});
     p.output.assign(g.size(), {});
@@ -136,7 +137,7 @@ class Exhaustive final : public Strategy {
           }
       }
       double cost = 0;
-      for (const NodeCost& c : evaluate(g, p)) cost += c.total();
+      for (const NodeCost& c : evaluate(g, p, prices)) cost += c.total();
       if (cost < best) {  // strict: the first optimum in enumeration order wins ties
         best = cost;
         best_p = p;
@@ -260,14 +261,23 @@ Parts Partitioning::output_of(const Graph& g, NodeId id) const {
   return output_partition(g, id, join[id.index()]);
 }
 
-std::vector<NodeCost> evaluate(const Graph& g, const Partitioning& p) {
+Prices input_prices(const Graph& g, Weights w, double at_rest) {
+  Prices prices(g.size(), 1.0);
+  if (w != Weights::resident) return prices;
+  const std::vector<bool> weights = weight_inputs(g);
+  for (NodeId id : g.ids())
+    if (weights[id.index()] || g.node(id).kind == NodeKind::fill) prices[id.index()] = at_rest;
+  return prices;
+}
+
+std::vector<NodeCost> evaluate(const Graph& g, const Partitioning& p, const Prices& prices) {
   std::vector<NodeCost> costs(g.size());
   for (NodeId id : g.ids()) {
     const Node& n = g.node(id);
     if (n.kind != NodeKind::einsum || p.join[id.index()].empty()) continue;
     const Parts& parts = p.join[id.index()];
     NodeCost& c = costs[id.index()];
-    c.join = join_cost(g, id, parts);
+    c.join = join_cost(g, id, parts, prices);
     c.aggregation = aggregation_cost(g, id, parts);
     for (std::size_t i = 0; i < n.inputs.size(); ++i) {
       NodeId child = n.inputs[i];
@@ -310,7 +320,7 @@ Plan plan(const Graph& g, std::string_view name, const PlanOptions& o) {
       p.join.push_back(np.partition.parts());
       p.output.push_back(np.output ? np.output->parts() : Parts{});
     }
-    result.costs = evaluate(g, p);
+    result.costs = evaluate(g, p, input_prices(g, o.weights));
     return result;
   }
   if (name == "search") return search_plan(g, o);
@@ -323,7 +333,7 @@ Plan plan(const Graph& g, std::string_view name, const PlanOptions& o) {
     fail("unknown strategy '", name, "' (known: ", names, ")");
   }
   Partitioning p = strategy->partition(g, o);
-  result.costs = evaluate(g, p);
+  result.costs = evaluate(g, p, input_prices(g, o.weights));
   result.decomposition = place(g, p, o.devices, o.placement, flops_per_byte(o));
   if (o.weights == Weights::resident) {
     make_resident(g, result.decomposition);

@@ -125,8 +125,15 @@ class Strategy {
 // The greedy placement's weight of a byte in flops under `options` (see PlanOptions).
 [[nodiscard]] double flops_per_byte(const PlanOptions& options);
 
-// The cost of any decomposition under cost.h, node by node. Inputs and fills are free
-// (they are loaded or made where they are needed); selects are not modelled (0).
-[[nodiscard]] std::vector<NodeCost> evaluate(const Graph& g, const Partitioning& p);
+// What one replicated element of each node costs in eindecomp's cost (cost.h's Prices):
+// with Weights::resident the weights (weight_inputs) and fills cost `at_rest` — 0: they
+// are at rest on every device that reads them, so replicating them moves nothing (their
+// memory is checked instead: residency.h) — and every other node 1; with
+// Weights::fetched every node 1 (each weight is sent to its readers).
+[[nodiscard]] Prices input_prices(const Graph& g, Weights w, double at_rest = 0);
+
+// The cost of any decomposition under cost.h, node by node, inputs priced by `prices`
+// (input_prices). Selects are not modelled (0).
+[[nodiscard]] std::vector<NodeCost> evaluate(const Graph& g, const Partitioning& p, const Prices& prices);
 
 }  // namespace tessel::planner

@@ -25,6 +25,7 @@
 // summed into the join's own output partition (DpCost::aggregates_into_need).
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "core/error.h"
 #include "planner/eindecomp.h"
@@ -34,7 +35,8 @@ namespace {
 
 class TopologyCost final : public DpCost {
  public:
-  TopologyCost(int devices_log2, int host_log2, double w) : n_log2_(devices_log2), g_log2_(host_log2), w_(w) {
+  TopologyCost(Prices prices, int devices_log2, int host_log2, double w)
+      : DpCost(std::move(prices)), n_log2_(devices_log2), g_log2_(host_log2), w_(w) {
     const double n = std::ldexp(1.0, n_log2_), g = std::ldexp(1.0, g_log2_);
     repartition_weight_ = ((g - 1) + w_ * (n - g)) / (n - 1);
   }
@@ -45,6 +47,8 @@ class TopologyCost final : public DpCost {
     const auto fields = bit_fields(p);
     double cost = 0;
     for (std::size_t i = 0; i < n.inputs.size(); ++i) {
+      const double at = price(n.inputs[i]);
+      if (at == 0) continue;  // at rest wherever it is read: nothing moves
       const auto& used = n.einsum.inputs[i];
       double all = 1, same = 1;
       for (int j = 0; j < n.einsum.rank(); ++j) {
@@ -52,7 +56,7 @@ class TopologyCost final : public DpCost {
         all *= p[static_cast<std::size_t>(j)];
         same *= same_host(fields[static_cast<std::size_t>(j)]);
       }
-      cost += static_cast<double>(elements(g.node(n.inputs[i]).shape)) * (same + w_ * (all - same)) *
+      cost += at * static_cast<double>(elements(g.node(n.inputs[i]).shape)) * (same + w_ * (all - same)) *
               concentration(blocks(p) / all);
     }
     return cost;
@@ -114,8 +118,9 @@ class TopologyCost final : public DpCost {
 
 }  // namespace
 
-std::unique_ptr<DpCost> make_dp_cost(const PlanOptions& o) {
-  if (!o.machine) return std::make_unique<DpCost>();
+std::unique_ptr<DpCost> make_dp_cost(const Graph& g, const PlanOptions& o, double at_rest_price) {
+  Prices prices = input_prices(g, o.weights, at_rest_price);
+  if (!o.machine) return std::make_unique<DpCost>(std::move(prices));
   const Machine& m = *o.machine;
   if (m.num_devices() < o.devices)
     fail("plan: machine '", m.name, "' has ", m.num_devices(), " devices, fewer than the ", o.devices, " asked for");
@@ -124,15 +129,16 @@ std::unique_ptr<DpCost> make_dp_cost(const PlanOptions& o) {
   while (per_host < o.devices && m.device(DeviceId(per_host)).host == m.device(DeviceId(0)).host) ++per_host;
   const int n_log2 = log2_exact(o.devices), g_log2 = log2_exact(per_host);
   // One host, one device per host, or a layout the bit fields do not describe: elements.
-  if (per_host >= o.devices || per_host < 2 || n_log2 < 0 || g_log2 < 0) return std::make_unique<DpCost>();
+  if (per_host >= o.devices || per_host < 2 || n_log2 < 0 || g_log2 < 0)
+    return std::make_unique<DpCost>(std::move(prices));
   for (int d = 0; d < o.devices; ++d)
     if (m.device(DeviceId(d)).host != m.device(DeviceId(d - d % per_host)).host ||
         (d % per_host == 0 && d > 0 && m.device(DeviceId(d)).host == m.device(DeviceId(d - 1)).host))
-      return std::make_unique<DpCost>();
+      return std::make_unique<DpCost>(std::move(prices));
   const double intra = m.route_bytes_per_s(m.route(DeviceId(0), DeviceId(1)));
   const double inter = m.route_bytes_per_s(m.route(DeviceId(0), DeviceId(per_host)));
-  if (!(intra > 0) || !(inter > 0)) return std::make_unique<DpCost>();
-  return std::make_unique<TopologyCost>(n_log2, g_log2, std::max(1.0, intra / inter));
+  if (!(intra > 0) || !(inter > 0)) return std::make_unique<DpCost>(std::move(prices));
+  return std::make_unique<TopologyCost>(std::move(prices), n_log2, g_log2, std::max(1.0, intra / inter));
 }
 
 }  // namespace tessel::planner

@@ -263,6 +263,40 @@ TEST(Locality, IdleDevicesAreReported) {
   EXPECT_EQ(p.idle_devices, (std::vector<int>{2, 3}));
 }
 
+// Fetched weights start where they are first read. W[j, k] split (4, 2) under a join
+// (i, k, j) split (1, 2, 4): W's block (j, k) is number 2j + k, its reader's 4k + j, so
+// round-robin alone put 6 of its 8 blocks on another device than their reader and every
+// step moved them; now none moves, under every placement.
+TEST(Placement, InputsAndFillsStartOnTheDeviceOfTheirFirstReader) {
+  GraphBuilder b;
+  const NodeId x = b.input("X", {64, 64});
+  b.annotate(x, InputRole::data);
+  const NodeId w = b.weight("W", {64, 64});
+  const NodeId mm = b.matmul(x, w);
+  b.output(mm, "out");
+  const Graph g = b.build();
+  Partitioning p;
+  p.join = {{1, 4}, {4, 2}, {1, 2, 4}, {1, 2}};
+  for (const char* placement : {"round-robin", "greedy", "locality"}) {
+    const Decomposition d = place(g, p, 8, placement);
+    for (int j = 0; j < 4; ++j)
+      for (int k = 0; k < 2; ++k)
+        EXPECT_EQ(d.plan(w).devices[static_cast<std::size_t>(2 * j + k)],
+                  d.plan(mm).devices[static_cast<std::size_t>(4 * k + j)])
+            << placement << " W block (" << j << ", " << k << ")";
+    // X's block j is read by the blocks (k, j) for both k: it starts on the first.
+    for (int j = 0; j < 4; ++j)
+      EXPECT_EQ(d.plan(x).devices[static_cast<std::size_t>(j)], d.plan(mm).devices[static_cast<std::size_t>(j)])
+          << placement;
+    // No move carries W: the moves carry X's replicas and the partials only.
+    const TaskGraph tg = lower(g, d);
+    std::int64_t moved_from_w = 0;
+    for (const Task& t : tg.tasks)
+      if (t.kind == TaskKind::move && t.node == w) moved_from_w += t.bytes;
+    EXPECT_EQ(moved_from_w, 0) << placement;
+  }
+}
+
 TEST(Strategies, ResidentPlansAreDeterministic) {
   const Graph g = build_workload("llama-block:model=7b,batch=4");
   for (const char* s : {"data-parallel", "megatron", "eindecomp"})

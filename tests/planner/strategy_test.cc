@@ -14,11 +14,16 @@
 namespace tessel::planner {
 namespace {
 
-double cost_of(const Graph& g, const std::string& strategy, int devices) {
+double cost_of(const Graph& g, const std::string& strategy, int devices, Weights weights = Weights::resident) {
   PlanOptions o;
   o.devices = devices;
+  o.weights = weights;
   return plan(g, strategy, o).total_cost();
 }
+
+// Both weight modes: fetched charges every input's replication (EinDecomp's own cost),
+// resident none of the weights' (every input but the first, in these hand-built graphs).
+constexpr Weights kWeightModes[] = {Weights::fetched, Weights::resident};
 
 // A random tree: every intermediate result is consumed exactly once.
 Graph random_tree(std::mt19937_64& rng) {
@@ -57,27 +62,36 @@ TEST(EinDecomp, EqualsExhaustiveOnRandomTrees) {
   std::mt19937_64 rng(17);
   for (int trial = 0; trial < 40; ++trial) {
     Graph g = random_tree(rng);
-    for (int n : {2, 4, 8})
-      EXPECT_DOUBLE_EQ(cost_of(g, "eindecomp", n), cost_of(g, "exhaustive", n)) << "trial " << trial << " n=" << n;
+    for (Weights w : kWeightModes)
+      for (int n : {2, 4, 8})
+        EXPECT_DOUBLE_EQ(cost_of(g, "eindecomp", n, w), cost_of(g, "exhaustive", n, w))
+            << "trial " << trial << " n=" << n << " weights " << to_string(w);
   }
 }
 
 TEST(EinDecomp, EqualsExhaustiveOnTheChainWorkloads) {
   for (const char* w : {"chain:size=64", "chain:m=256,k=16,n=64,p=8", "chain-sum:size=40", "chain-sum:size=100,skewed=1"})
-    for (int n : {2, 4, 8}) {
-      Graph g = build_workload(w);
-      EXPECT_DOUBLE_EQ(cost_of(g, "eindecomp", n), cost_of(g, "exhaustive", n)) << w << " n=" << n;
-    }
+    for (Weights mode : kWeightModes)
+      for (int n : {2, 4, 8}) {
+        Graph g = build_workload(w);
+        EXPECT_DOUBLE_EQ(cost_of(g, "eindecomp", n, mode), cost_of(g, "exhaustive", n, mode))
+            << w << " n=" << n << " weights " << to_string(mode);
+      }
 }
 
-// One matmul X[M,K]·Y[K,N], join indices (m, n, k), parts (pm, pn, pk), inputs free:
+// One matmul X[M,K]·Y[K,N], join indices (m, n, k), parts (pm, pn, pk), inputs fetched:
 //   cost = M·K·pn (X replicated over n) + K·N·pm (Y over m) + M·N·(pk − 1) (partials)
-Parts matmul_choice(std::int64_t m, std::int64_t k, std::int64_t n, int devices, double* cost) {
+// With Y a resident weight its replication is free: cost = M·K·pn + M·N·(pk − 1).
+Parts matmul_choice(std::int64_t m, std::int64_t k, std::int64_t n, int devices, double* cost,
+                    Weights weights = Weights::fetched) {
   GraphBuilder b;
-  b.output(b.matmul(b.input("X", {m, k}), b.input("Y", {k, n})), "out");
+  const NodeId x = b.input("X", {m, k});
+  b.annotate(x, InputRole::data);
+  b.output(b.matmul(x, b.weight("Y", {k, n})), "out");
   Graph g = b.build();
   PlanOptions o;
   o.devices = devices;
+  o.weights = weights;
   Plan p = plan(g, "eindecomp", o);
   *cost = p.total_cost();
   return p.decomposition.plan(NodeId(2)).partition.parts();
@@ -104,6 +118,19 @@ TEST(EinDecomp, SingleMatmulMatchesTheOptimumDerivedByHand) {
   EXPECT_DOUBLE_EQ(cost, 2 * 65536 + 256 * 3);
   EXPECT_EQ(matmul_choice(16, 4096, 16, 8, &cost), (Parts{1, 1, 8}));
   EXPECT_DOUBLE_EQ(cost, 2 * 65536 + 256 * 7);
+}
+
+// Resident Y: splitting M alone replicates only Y (free) and sums no partials, so it
+// costs M·K whatever the shape, where charging Y's replication chose (2,2,2) or K.
+TEST(EinDecomp, SingleMatmulWithAResidentWeightSplitsTheData) {
+  double cost = 0;
+  EXPECT_EQ(matmul_choice(64, 64, 64, 8, &cost, Weights::resident), (Parts{8, 1, 1}));
+  EXPECT_DOUBLE_EQ(cost, 64.0 * 64);
+  EXPECT_EQ(matmul_choice(1024, 16, 16, 8, &cost, Weights::resident), (Parts{8, 1, 1}));
+  EXPECT_DOUBLE_EQ(cost, 16384);
+  // K = 4096, M = 16: M can take 8 parts, and any split of N replicates X, of K sums partials.
+  EXPECT_EQ(matmul_choice(16, 4096, 16, 8, &cost, Weights::resident), (Parts{8, 1, 1}));
+  EXPECT_DOUBLE_EQ(cost, 65536);
 }
 
 TEST(Strategies, EveryStrategyAndPlacementExecutesToTheReferenceResult) {
@@ -214,7 +241,7 @@ Graph random_diamond(std::mt19937_64& rng) {
   return g.build();
 }
 
-// The diamond suite: 30 random diamonds x n = 2, 4, 8. The tree DP alone fixed y before
+// The diamond suite: 30 random diamonds x n = 2, 4, 8, weights fetched and resident. The tree DP alone fixed y before
 // seeing its second consumer (optimal on 58 of 90, up to 33% above); solving y jointly
 // with its consumers must stay within 5% of the exhaustive optimum on every graph.
 TEST(EinDecomp, OnDiamondDagsIsWithinFivePercentOfTheExhaustiveOptimum) {
@@ -223,14 +250,15 @@ TEST(EinDecomp, OnDiamondDagsIsWithinFivePercentOfTheExhaustiveOptimum) {
   double worst_gap = 0;
   for (int trial = 0; trial < 30; ++trial) {
     Graph g = random_diamond(rng);
-    for (int n : {2, 4, 8}) {
-      double dp = cost_of(g, "eindecomp", n), best = cost_of(g, "exhaustive", n);
-      EXPECT_GE(dp, best) << "trial " << trial << " n=" << n;  // exhaustive is the optimum
-      EXPECT_LE(dp, 1.05 * best) << "trial " << trial << " n=" << n;
-      equal += dp == best;
-      ++total;
-      worst_gap = std::max(worst_gap, dp / best - 1);
-    }
+    for (Weights w : kWeightModes)
+      for (int n : {2, 4, 8}) {
+        double dp = cost_of(g, "eindecomp", n, w), best = cost_of(g, "exhaustive", n, w);
+        EXPECT_GE(dp, best) << "trial " << trial << " n=" << n;  // exhaustive is the optimum
+        EXPECT_LE(dp, 1.05 * best) << "trial " << trial << " n=" << n << " weights " << to_string(w);
+        equal += dp == best;
+        ++total;
+        worst_gap = std::max(worst_gap, dp / best - 1);
+      }
   }
   std::printf("eindecomp on %d diamond DAGs: optimal in %d, worst gap %.1f%%\n", total, equal, 100 * worst_gap);
 }
@@ -256,13 +284,14 @@ TEST(EinDecomp, OnDagsWithTwoSharedNodesIsNeverBelowTheOptimumAndCloseToIt) {
   double worst_gap = 0;
   for (int trial = 0; trial < 10; ++trial) {
     Graph g = random_double_diamond(rng);
-    for (int n : {2, 4}) {
-      double dp = cost_of(g, "eindecomp", n), best = cost_of(g, "exhaustive", n);
-      EXPECT_GE(dp, best) << "trial " << trial << " n=" << n;
-      equal += dp == best;
-      ++total;
-      worst_gap = std::max(worst_gap, dp / best - 1);
-    }
+    for (Weights w : kWeightModes)
+      for (int n : {2, 4}) {
+        double dp = cost_of(g, "eindecomp", n, w), best = cost_of(g, "exhaustive", n, w);
+        EXPECT_GE(dp, best) << "trial " << trial << " n=" << n << " weights " << to_string(w);
+        equal += dp == best;
+        ++total;
+        worst_gap = std::max(worst_gap, dp / best - 1);
+      }
   }
   std::printf("eindecomp on %d double diamonds: optimal in %d, worst gap %.1f%%\n", total, equal, 100 * worst_gap);
   EXPECT_LE(worst_gap, 0.05);
