@@ -273,7 +273,15 @@ void tree_all_reduce(Builder& b, int n, const std::vector<Piece>& data, int node
 
 // Hierarchical all-reduce of data[p] (ranks numbered node by node, g per node):
 // reduce-scatter in every node, all-reduce along every rail, all-gather in every node.
-void hierarchical_all_reduce(Builder& b, int n, int g, const std::vector<Piece>& data) {
+// Piece j. Each phase keeps its own kPiecesInFlight window (`windows`, one per phase,
+// Builder::bound_pieces): the phases run over different connections (NVLink ring, NIC
+// rail ring), and NCCL's NCCL_STEPS bound is per connection. One window over the whole
+// piece would make piece j + 8 wait for piece j's last all-gather step before its first
+// reduce-scatter step, starving the NICs between batches of 8 pieces (+12% over the
+// formula on 16 nodes, +16% on 4).
+void hierarchical_all_reduce(Builder& b, int n, int g, const std::vector<Piece>& data, int j,
+                             std::vector<std::vector<TaskId>> (&windows)[3]) {
+  std::size_t phase_first = b.size();
   const int nodes = n / g;
   std::vector<Chunk> reduced(static_cast<std::size_t>(n));
   for (int q = 0; q < nodes; ++q) {
@@ -286,6 +294,8 @@ void hierarchical_all_reduce(Builder& b, int n, int g, const std::vector<Piece>&
     auto r = ring_reduce_scatter(b, ring, part, 1);
     for (int l = 0; l < g; ++l) reduced[static_cast<std::size_t>(q * g + l)] = r[static_cast<std::size_t>(l)];
   }
+  b.bound_pieces(phase_first, j, n, windows[0]);
+  phase_first = b.size();
   const int inter_node0 = g;  // after the g − 1 intra-node steps
   std::vector<Chunk> full(static_cast<std::size_t>(n));
   for (int l = 0; l < g; ++l) {
@@ -303,6 +313,8 @@ void hierarchical_all_reduce(Builder& b, int n, int g, const std::vector<Piece>&
       full[static_cast<std::size_t>(q * g + l)] = std::move(c);
     }
   }
+  b.bound_pieces(phase_first, j, n, windows[1]);
+  phase_first = b.size();
   const int ag_node0 = inter_node0 + 2 * (nodes - 1);
   for (int q = 0; q < nodes; ++q) {
     std::vector<int> ring;
@@ -313,6 +325,7 @@ void hierarchical_all_reduce(Builder& b, int n, int g, const std::vector<Piece>&
     }
     (void)ring_all_gather(b, ring, owned, 1, ag_node0);
   }
+  b.bound_pieces(phase_first, j, n, windows[2]);
 }
 
 void check_spec(const CollectiveSpec& s) {
@@ -440,6 +453,7 @@ TaskGraph collective_task_graph(const CollectiveSpec& s) {
   // arrived at it, as NCCL's loop over chunks keeps a bounded number of steps in flight;
   // older pieces then finish first instead of every piece finishing at the end.
   std::vector<std::vector<TaskId>> last_into;  // per piece, per rank: its last incoming move
+  std::vector<std::vector<TaskId>> phase_last_into[3];  // hierarchical: the same per phase
   for (int j = 0; j < s.slices; ++j) {
     const std::size_t first_task = b.size();
     auto [off, l] = slice(elements, j);
@@ -451,7 +465,8 @@ TaskGraph collective_task_graph(const CollectiveSpec& s) {
       std::vector<Chunk> reduced = ring_reduce_scatter(b, all, data, 1);
       if (s.collective == Collective::allreduce) (void)ring_all_gather(b, all, reduced, 1, n);
     } else {
-      hierarchical_all_reduce(b, n, s.ranks_per_node, data);
+      hierarchical_all_reduce(b, n, s.ranks_per_node, data, j, phase_last_into);
+      continue;
     }
     b.bound_pieces(first_task, j, n, last_into);
   }

@@ -71,7 +71,9 @@ using tessel::CollectiveSpec;
 // without overflow (every split of a collective's elements into ranks and pieces).
 [[nodiscard]] std::int64_t split_point(int c, std::int64_t length, int m);
 // Pieces a rank has in flight (NCCL_STEPS, NCCL src/include/device.h): a rank starts
-// sending piece j once piece j − kPiecesInFlight has reached it (ring, tree, hierarchical).
+// sending piece j once piece j − kPiecesInFlight has reached it (ring, tree); hierarchical
+// counts it per phase (intra-node reduce-scatter, rails, intra-node all-gather), as NCCL
+// bounds the steps in flight per connection and the phases use different connections.
 inline constexpr int kPiecesInFlight = 8;
 
 // The same collective as one task graph node (TaskKind::collective) over devices
