@@ -57,7 +57,7 @@ void add_export_commands(CLI::App& app) {
                          !o->dec.parts.empty() || !o->dec.decomposition_file.empty();
     Machine m;
     if (!o->machine.empty()) m = load_machine(o->machine);  // also the planner's (eindecomp, search)
-    if (lowered) tg = lower(g, o->dec.load(g, o->machine.empty() ? nullptr : &m));
+    if (lowered) tg = lower(g, o->dec.load(g, o->machine.empty() ? nullptr : &m), o->dec.lower_options());
     if (!o->graph_out.empty()) graph_text = to_json(g).dump(2) + "\n";
     if (!o->task_graph_out.empty()) task_graph_text = sim::to_json(tg).dump() + "\n";
     if (!o->graph_out.empty()) {

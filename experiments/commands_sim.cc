@@ -6,6 +6,7 @@
 #include <optional>
 #include <sstream>
 
+#include "core/collective_rewrite.h"
 #include "core/error.h"
 #include "core/io.h"
 #include "core/machine.h"
@@ -206,7 +207,10 @@ void run_simulate(const Opts& o) {
       fail("the decomposition places blocks on ", d.num_devices, " devices (",
            o.dec.decomposition_file.empty() ? "-d" : o.dec.decomposition_file + ": \"devices\"", ") but machine '",
            m.name, "' has ", m.num_devices());
-    tg = lower(g, d);
+    tg = lower(g, d, o.dec.lower_options());
+    // Collective nodes simulate as NCCL's pipelined ring (sim/collectives.h); expanded
+    // here so that the critical path and the trace name the tasks that ran.
+    if (has_lowered_collectives(tg)) tg = sim::expand_collectives(tg);
     what = o.graph.describe();
   }
   if (tg.num_devices > m.num_devices())

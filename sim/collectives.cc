@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/collective_rewrite.h"
 #include "core/error.h"
 
 namespace tessel::sim {
@@ -488,8 +489,95 @@ TaskGraph collective_node_graph(const CollectiveSpec& s) {
   return tg;
 }
 
+namespace {
+
+// NCCL's Simple protocol moves 512 KiB per step of a connection (4 MiB buffer / 8 steps,
+// NCCL src/include/device.h NCCL_STEPS and its default buffer size): pieces of at least
+// that per chunk, at most 32 of them so that the task graph stays small.
+constexpr std::int64_t kSliceBytes = 512 * 1024;
+constexpr int kMaxSlices = 32;
+
+// The dimension a region is cut along into pieces: its largest (the first of equals).
+int piece_dim(const Rect& r) {
+  int d = 0;
+  for (int k = 1; k < r.rank; ++k)
+    if (r.size[k] > r.size[d]) d = k;
+  return d;
+}
+
+// Piece j of `pieces` of region r along piece_dim(r).
+Rect piece_of(const Rect& r, int j, int pieces) {
+  Rect p = r;
+  if (r.rank == 0) return p;
+  const int d = piece_dim(r);
+  const std::int64_t a = split_point(j, r.size[d], pieces), z = split_point(j + 1, r.size[d], pieces);
+  p.offset[d] = r.offset[d] + a;
+  p.size[d] = z - a;
+  return p;
+}
+
+// A lowered reduce-scatter (or all-reduce) as NCCL's pipelined ring: rank r's region
+// travels the ring from rank r + 1 around to r, each rank adding its own part (two
+// accumulating touches into a fresh buffer; the last step adds straight into rank r's
+// output). Pieces as the expanded collectives: at least 512 KiB, at most 32, at most
+// kPiecesInFlight in flight per rank.
+void lowered_ring(const Task& t, const CollectiveSpec& s, CollectiveRewriter& r) {
+  const int m = s.ranks;
+  auto mod = [m](int v) { return ((v % m) + m) % m; };
+  std::int64_t largest = 0, thinnest = std::numeric_limits<std::int64_t>::max();
+  for (const Rect& reg : s.regions) {
+    largest = std::max(largest, reg.elements() * dtype_bytes(s.dtype));
+    thinnest = std::min(thinnest, reg.rank == 0 ? std::int64_t{1} : reg.size[piece_dim(reg)]);
+  }
+  const int pieces = static_cast<int>(std::clamp<std::int64_t>(std::min<std::int64_t>(largest / kSliceBytes, thinnest), 1, kMaxSlices));
+  auto whole_of = [](const Rect& reg) { return Rect::whole(reg.shape()); };
+  std::vector<std::vector<TaskId>> last_into;  // per piece, per rank: its last incoming move
+  for (int j = 0; j < pieces; ++j) {
+    std::vector<TaskId> first_from(static_cast<std::size_t>(m)), into(static_cast<std::size_t>(m));
+    // partial[i][o]: rank i's partial sum of owner o's piece (buffer, region in it).
+    std::vector<std::vector<std::pair<BufferId, Rect>>> partial(static_cast<std::size_t>(m),
+                                                               std::vector<std::pair<BufferId, Rect>>(static_cast<std::size_t>(m)));
+    for (int i = 0; i < m; ++i)
+      for (int o = 0; o < m; ++o)
+        partial[static_cast<std::size_t>(i)][static_cast<std::size_t>(o)] = {
+            t.reads[static_cast<std::size_t>(i)], piece_of(s.regions[static_cast<std::size_t>(o)], j, pieces)};
+    for (int k = 0; k + 1 < m; ++k)
+      for (int i = 0; i < m; ++i) {
+        const int o = mod(i - k - 1), to = mod(i + 1);
+        const auto ui = static_cast<std::size_t>(i), uo = static_cast<std::size_t>(o), uto = static_cast<std::size_t>(to);
+        const auto& [buf, reg] = partial[ui][uo];
+        const BufferId received = r.move(buf, reg, s.devices[uto]);
+        const TaskId sent = r.last();
+        if (!first_from[ui].valid()) first_from[ui] = sent;
+        into[uto] = sent;
+        const Rect own = piece_of(s.regions[uo], j, pieces);
+        if (k + 2 == m) {  // the last step: into the owner's output
+          const Rect at = relative_to(own, s.regions[uo]);
+          r.touch(received, whole_of(own), s.outputs[uo], at, TouchOp::accumulate);
+          r.touch(t.reads[uto], own, s.outputs[uo], at, TouchOp::accumulate);
+        } else {
+          const BufferId sum = r.buffer(s.devices[uto], own.shape(), s.agg);
+          r.touch(received, whole_of(own), sum, whole_of(own), TouchOp::accumulate);
+          r.touch(t.reads[uto], own, sum, whole_of(own), TouchOp::accumulate);
+          partial[uto][uo] = {sum, whole_of(own)};
+        }
+      }
+    if (j >= kPiecesInFlight) {
+      const auto& before = last_into[static_cast<std::size_t>(j - kPiecesInFlight)];
+      for (int i = 0; i < m; ++i) {
+        const auto ui = static_cast<std::size_t>(i);
+        if (before[ui].valid() && first_from[ui].valid()) r.order(before[ui], first_from[ui]);
+      }
+    }
+    last_into.push_back(std::move(into));
+  }
+}
+
+}  // namespace
+
 TaskGraph expand_collectives(const TaskGraph& tg) {
   if (!tg.has_collectives()) return tg;
+  if (has_lowered_collectives(tg)) return replace_collectives(tg, lowered_ring);
   if (tg.tasks.size() != 1 || tg.collectives.size() != 1 || tg.tasks[0].kind != TaskKind::collective ||
       tg.tasks[0].block != 0)
     fail("task graph: a collective node must be the graph's only task (collective nodes beside other tasks are not "
@@ -532,11 +620,7 @@ int ranks_per_node(const Machine& m, int n) {
   return g;
 }
 
-// NCCL's Simple protocol moves 512 KiB per step of a connection (4 MiB buffer / 8 steps,
-// NCCL src/include/device.h NCCL_STEPS and its default buffer size): pieces of at least
-// that per chunk, at most 32 of them so that the task graph stays small.
-constexpr std::int64_t kSliceBytes = 512 * 1024;
-constexpr int kMaxSlices = 32;
+// Pieces of at least kSliceBytes per chunk, at most kMaxSlices.
 int default_slices(std::int64_t chunk_bytes) {
   return static_cast<int>(std::clamp<std::int64_t>(chunk_bytes / kSliceBytes, 1, kMaxSlices));
 }
