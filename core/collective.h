@@ -3,9 +3,17 @@
 // when it is one node (TaskKind::collective): what it is, how large, which algorithm and
 // how it is pipelined. The simulator generates its steps as it runs (sim/collectives.h
 // describes the algorithms and how the expanded form builds them as moves and touches).
+//
+// A lowered collective (lower() with LowerOptions::collectives, core/task_graph.h) also
+// names its data: the task reads one buffer per rank (Task::reads, rank order, all of one
+// shape: the `inputs` of every rank), rank r runs on devices[r] and ends with
+// outputs[r], which holds the `agg` of region regions[r] of every rank's input.
+// reducescatter: the regions are disjoint; allreduce: every region is the whole input.
 
 #include <cstdint>
+#include <vector>
 
+#include "core/ids.h"
 #include "core/types.h"
 
 namespace tessel {
@@ -22,6 +30,13 @@ struct CollectiveSpec {
   int slices = 1;          // pipelined pieces (ring, tree, hierarchical)
   int window = 1;          // pairwise: sends in flight per rank, 0 = all
   int ranks_per_node = 0;  // hierarchical, two-level pairwise: ranks per node (consecutive ranks share a node)
+  // Lowered collectives only (empty otherwise; see the header comment).
+  std::vector<DeviceId> devices{};  // rank r's device
+  std::vector<BufferId> outputs{};  // rank r's result buffer, on devices[r]
+  std::vector<Rect> regions{};      // rank r's region of the inputs
+  Agg agg = Agg::sum;
+
+  [[nodiscard]] bool lowered() const { return !outputs.empty(); }
 };
 
 }  // namespace tessel

@@ -49,9 +49,23 @@ void TaskGraph::validate() const {
     if (t.kind == TaskKind::collective) {
       if (t.block < 0 || static_cast<std::size_t>(t.block) >= collectives.size())
         fail("task graph: collective task ", i, " names collective ", t.block, " of ", collectives.size());
-      if (collectives[static_cast<std::size_t>(t.block)].ranks > num_devices)
-        fail("task graph: collective task ", i, " spans ", collectives[static_cast<std::size_t>(t.block)].ranks,
-             " ranks of ", num_devices, " devices");
+      const CollectiveSpec& s = collectives[static_cast<std::size_t>(t.block)];
+      if (s.ranks > num_devices)
+        fail("task graph: collective task ", i, " spans ", s.ranks, " ranks of ", num_devices, " devices");
+      if (s.lowered()) {
+        const auto r = static_cast<std::size_t>(s.ranks);
+        if (s.devices.size() != r || s.outputs.size() != r || s.regions.size() != r || t.reads.size() != r)
+          fail("task graph: collective task ", i, " has ", s.ranks, " ranks but ", s.devices.size(), " devices, ",
+               s.outputs.size(), " outputs, ", s.regions.size(), " regions and reads ", t.reads.size(), " buffers");
+        for (std::size_t k = 0; k < r; ++k) {
+          if (!s.devices[k].valid() || s.devices[k].value >= num_devices)
+            fail("task graph: collective task ", i, " puts rank ", k, " on device ", s.devices[k].value, " of ", num_devices);
+          if (!s.outputs[k].valid() || s.outputs[k].index() >= buffers.size())
+            fail("task graph: collective task ", i, " writes unknown buffer ", s.outputs[k].value);
+          if (buffer(t.reads[k]).device != s.devices[k] || buffer(s.outputs[k]).device != s.devices[k])
+            fail("task graph: collective task ", i, ": rank ", k, "'s buffers are not on its device ", s.devices[k].value);
+        }
+      }
       continue;
     }
     if (t.kind != TaskKind::output && (!t.writes.valid() || t.writes.index() >= buffers.size()))
@@ -165,7 +179,7 @@ struct Produced {
 
 class Lowering {
  public:
-  Lowering(const Graph& g, const Decomposition& d) : g_(g), d_(d) {
+  Lowering(const Graph& g, const Decomposition& d, const LowerOptions& options) : g_(g), d_(d), options_(options) {
     tg_.num_devices = d.num_devices;
     produced_.resize(g.size());
     group_of_device_.assign(static_cast<std::size_t>(d.num_devices), -1);
@@ -408,9 +422,16 @@ class Lowering {
       const Partition prefix = pr.partition;
       OutputBlocks ob = output_blocks(g_, id, plan);
       pr.partition = ob.partition;
+      const std::vector<BufferId> collected =
+          options_.collectives ? reduce_scatters(id, prefix, ob, partials, block_out) : std::vector<BufferId>();
       for (std::int64_t o = 0; o < ob.partition.num_blocks(); ++o) {
         const Rect out_rect = ob.partition.block(o);
         const DeviceId site = ob.devices[static_cast<std::size_t>(o)];
+        if (!collected.empty() && collected[static_cast<std::size_t>(o)].valid()) {  // written by a collective node
+          pr.buffers.push_back(collected[static_cast<std::size_t>(o)]);
+          pr.devices.push_back(site);
+          continue;
+        }
         BufferId result = new_buffer(site, out_rect.shape(), n.dtype, e.agg, id);
         for_overlapping(prefix, out_rect, [&](std::int64_t pb, const Rect& partial_rect) {
           Rect inter;
@@ -456,6 +477,72 @@ class Lowering {
         pr.devices.push_back(site);
       }
     }
+  }
+
+  // LowerOptions::collectives: per output block, the buffer a reduce-scatter collective
+  // node writes (invalid where the aggregation stays moves and touches). A block of the
+  // join partition's output qualifies when its k >= 2 partials lie on k distinct devices
+  // and exactly k output blocks lie inside it, one sited on each of those devices.
+  std::vector<BufferId> reduce_scatters(NodeId id, const Partition& prefix, const OutputBlocks& ob,
+                                        std::int64_t partials, const std::vector<BufferId>& block_out) {
+    const Node& n = g_.node(id);
+    const NodePlan& plan = d_.plan(id);
+    std::vector<BufferId> out(static_cast<std::size_t>(ob.partition.num_blocks()));
+    if (partials < 2) return out;
+    std::vector<std::vector<std::int64_t>> inside(static_cast<std::size_t>(prefix.num_blocks()));
+    std::vector<char> split(static_cast<std::size_t>(prefix.num_blocks()), 0);
+    for (std::int64_t o = 0; o < ob.partition.num_blocks(); ++o) {
+      std::vector<std::int64_t> over;
+      for_overlapping(prefix, ob.partition.block(o), [&](std::int64_t pb, const Rect&) { over.push_back(pb); });
+      if (over.size() == 1) {
+        inside[static_cast<std::size_t>(over[0])].push_back(o);
+      } else {
+        for (std::int64_t pb : over) split[static_cast<std::size_t>(pb)] = 1;
+      }
+    }
+    for (std::int64_t pb = 0; pb < prefix.num_blocks(); ++pb) {
+      const auto& blocks = inside[static_cast<std::size_t>(pb)];
+      if (split[static_cast<std::size_t>(pb)] || static_cast<std::int64_t>(blocks.size()) != partials) continue;
+      CollectiveSpec spec;
+      std::vector<std::int64_t> block_of_rank;
+      for (std::int64_t a = 0; a < partials; ++a) {
+        const DeviceId dev = plan.devices[static_cast<std::size_t>(pb * partials + a)];
+        if (std::find(spec.devices.begin(), spec.devices.end(), dev) != spec.devices.end()) break;
+        auto at = std::find_if(blocks.begin(), blocks.end(),
+                               [&](std::int64_t o) { return ob.devices[static_cast<std::size_t>(o)] == dev; });
+        if (at == blocks.end()) break;
+        spec.devices.push_back(dev);
+        block_of_rank.push_back(*at);
+      }
+      if (static_cast<std::int64_t>(spec.devices.size()) != partials) continue;
+      const Rect partial_rect = prefix.block(pb);
+      spec.collective = Collective::reducescatter;
+      spec.algorithm = Algorithm::ring;
+      spec.ranks = static_cast<int>(partials);
+      spec.dtype = n.dtype;
+      spec.bytes = partial_rect.elements() * dtype_bytes(n.dtype);
+      spec.agg = n.einsum.agg;
+      Task t;
+      t.kind = TaskKind::collective;
+      t.device = t.dst_device = spec.devices[0];
+      t.node = id;
+      t.block = static_cast<std::int64_t>(tg_.collectives.size());
+      t.bytes = spec.bytes;
+      for (std::int64_t a = 0; a < partials; ++a) {
+        const std::int64_t o = block_of_rank[static_cast<std::size_t>(a)];
+        const Rect out_rect = ob.partition.block(o);
+        spec.regions.push_back(relative_to(out_rect, partial_rect));
+        const BufferId result = new_buffer(spec.devices[static_cast<std::size_t>(a)], out_rect.shape(), n.dtype,
+                                           n.einsum.agg, id);
+        spec.outputs.push_back(result);
+        out[static_cast<std::size_t>(o)] = result;
+        t.reads.push_back(block_out[static_cast<std::size_t>(pb * partials + a)]);
+      }
+      const TaskId task = emit(std::move(t));
+      for (BufferId b : spec.outputs) last_writer_[b.index()] = task.value;  // fresh buffers: no earlier writer
+      tg_.collectives.push_back(std::move(spec));
+    }
+    return out;
   }
 
   void lower_select(NodeId id) {
@@ -508,6 +595,7 @@ class Lowering {
 
   const Graph& g_;
   const Decomposition& d_;
+  LowerOptions options_;
   TaskGraph tg_;
   std::vector<Produced> produced_;
   std::vector<std::int32_t> group_of_device_;  // scratch for aggregation: device -> group, -1
@@ -519,9 +607,11 @@ class Lowering {
 
 }  // namespace
 
-TaskGraph lower(const Graph& g, const Decomposition& d) {
+TaskGraph lower(const Graph& g, const Decomposition& d) { return lower(g, d, LowerOptions{}); }
+
+TaskGraph lower(const Graph& g, const Decomposition& d, const LowerOptions& options) {
   d.validate(g);
-  return Lowering(g, d).run();
+  return Lowering(g, d, options).run();
 }
 
 }  // namespace tessel

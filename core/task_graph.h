@@ -19,9 +19,11 @@
 //            (core/memory_plan.h)
 //   collective  a whole collective (TaskGraph::collectives[block]: kind, bytes,
 //            algorithm, pieces) over devices 0..ranks−1, reading and writing no
-//            buffer: the simulator generates its steps as it runs. Only the simulator
-//            takes it (alone in its graph); executors and the other tools want the
-//            expanded form of moves and touches (sim/collectives.h).
+//            buffer: the simulator generates its steps as it runs (alone in its
+//            graph). A lowered one (LowerOptions::collectives) reads one buffer per
+//            rank and writes CollectiveSpec::outputs (core/collective.h), `writes`
+//            invalid; it runs on `device` (rank 0's), simulators expand it, executors
+//            run it as a primitive or as moves (core/collective_rewrite.h).
 //
 // Tasks are in topological order: every dependency has a smaller id. A task's
 // dependencies are exactly the tasks that write the buffers it reads — plus, in a graph
@@ -110,8 +112,19 @@ struct TaskGraph {
   [[nodiscard]] bool has_collectives() const { return !collectives.empty(); }
 };
 
+struct LowerOptions {
+  // Emit an aggregation that is a reduce-scatter — the partials of one block of the join
+  // partition's output, one on each of k >= 2 distinct devices, aggregated into k output
+  // blocks sited on exactly those devices — as one TaskKind::collective node (a lowered
+  // CollectiveSpec, core/collective.h) instead of its k(k−1) moves and k² touches.
+  // Simulators expand it into the ring algorithm NCCL runs (sim/collectives.h);
+  // executors run it as a primitive or as moves (core/collective_rewrite.h).
+  bool collectives = false;
+};
+
 // Lowers `g` under `d` (validated first). See the header comment for the contract.
 [[nodiscard]] TaskGraph lower(const Graph& g, const Decomposition& d);
+[[nodiscard]] TaskGraph lower(const Graph& g, const Decomposition& d, const LowerOptions& options);
 
 // Successors of every task (the reverse of deps).
 [[nodiscard]] std::vector<std::vector<TaskId>> successors(const TaskGraph& tg);

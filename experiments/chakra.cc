@@ -45,6 +45,17 @@ void append_delimited(std::string& out, const google::protobuf::MessageLite& m) 
   m.SerializeWithCachedSizes(&cs);
 }
 
+// Chakra's CollectiveCommType (et_def.proto), as ASTRA-sim's feeder reads comm_type: int64.
+std::int64_t collective_comm_type(Collective c) {
+  switch (c) {
+    case Collective::allreduce: return pb::ALL_REDUCE;
+    case Collective::reducescatter: return pb::REDUCE_SCATTER;
+    case Collective::allgather: return pb::ALL_GATHER;
+    case Collective::alltoall: return pb::ALL_TO_ALL;
+  }
+  return pb::ALL_REDUCE;
+}
+
 std::string node_name(const Task& t, TaskId id, const Graph& g) {
   std::string s = std::string(to_string(t.kind)) + "_" + std::to_string(id.value);
   if (t.node.valid() && t.node.index() < g.size()) s += "_" + g.node(t.node).name;
@@ -63,8 +74,11 @@ std::vector<std::string> write_chakra(const TaskGraph& tg, const Graph& g, const
   auto dep_here = [&](TaskId dep, std::size_t device, const Task& of, TaskId of_id) -> bool {
     const Task& d = tg.task(dep);
     if (d.kind == TaskKind::input) return false;  // resident from the start
-    const bool here = d.kind == TaskKind::move ? static_cast<std::size_t>(d.dst_device.value) == device
-                                               : static_cast<std::size_t>(d.device.value) == device;
+    bool here = d.kind == TaskKind::move ? static_cast<std::size_t>(d.dst_device.value) == device
+                                         : static_cast<std::size_t>(d.device.value) == device;
+    if (d.kind == TaskKind::collective)  // its node on this device's rank
+      for (DeviceId r : tg.collectives[static_cast<std::size_t>(d.block)].devices)
+        here = here || static_cast<std::size_t>(r.value) == device;
     if (!here)
       fail("--chakra: task ", of_id.value, " (", to_string(of.kind), " of node '",
            of.node.valid() && of.node.index() < g.size() ? g.node(of.node).name : std::string("?"), "') on device ",
@@ -77,6 +91,26 @@ std::vector<std::string> write_chakra(const TaskGraph& tg, const Graph& g, const
     const TaskId id{static_cast<std::int32_t>(i)};
     if (t.kind == TaskKind::input || t.kind == TaskKind::output) continue;
     const auto dev = static_cast<std::size_t>(t.device.value);
+    if (t.kind == TaskKind::collective) {  // one COMM_COLL_NODE per rank, data deps on its own input's writers
+      const CollectiveSpec& s = tg.collectives[static_cast<std::size_t>(t.block)];
+      if (!s.lowered()) fail("--chakra: task ", i, " is a collective node that is not lowered");
+      for (std::size_t r = 0; r < s.devices.size(); ++r) {
+        const auto rd = static_cast<std::size_t>(s.devices[r].value);
+        pb::Node n;
+        n.set_id(i);
+        n.set_name(node_name(t, id, g) + "_rank" + std::to_string(r));
+        n.set_type(pb::COMM_COLL_NODE);
+        for (TaskId d : t.deps) {
+          const Task& dt = tg.task(d);
+          const auto at = static_cast<std::size_t>((dt.kind == TaskKind::move ? dt.dst_device : dt.device).value);
+          if (at == rd && dt.kind != TaskKind::input) n.add_data_deps(static_cast<std::uint64_t>(d.value));
+        }
+        add_int64(n, "comm_type", collective_comm_type(s.collective));
+        add_int64(n, "comm_size", s.bytes);
+        nodes[rd].push_back(std::move(n));
+      }
+      continue;
+    }
     if (t.kind == TaskKind::compute || t.kind == TaskKind::touch) {
       pb::Node n;
       n.set_id(i);

@@ -12,6 +12,12 @@
 //                   destination, both with attributes comm_src, comm_dst, comm_tag (the
 //                   move's task id) and comm_size (int64 bytes: ASTRA-sim's feeder reads
 //                   it as int64 and any other type as 0)
+//   collective      (a lowered collective node, LowerOptions::collectives) COMM_COLL_NODE
+//                   on each rank's device, with attributes comm_type (int64 Chakra
+//                   CollectiveCommType: ALL_REDUCE 0, ALL_GATHER 2, ALL_TO_ALL 6,
+//                   REDUCE_SCATTER 7) and comm_size (int64 bytes per rank, S as
+//                   nccl-tests counts it); its data_deps are the writers of that rank's
+//                   input, and a task reading its output on that rank depends on it
 //   input, output   no node: inputs are resident at the start, outputs stay where they
 //                   are; dependencies on an input are dropped
 // Node ids are task ids; a node's data_deps are the ids of the tasks it depends on in
@@ -45,7 +51,7 @@ struct ChakraAttr {
 struct ChakraNode {
   std::uint64_t id = 0;
   std::string name;
-  int type = 0;  // NodeType: 4 COMP, 5 SEND, 6 RECV
+  int type = 0;  // NodeType: 4 COMP, 5 SEND, 6 RECV, 7 COLL
   std::vector<std::uint64_t> data_deps;
   std::uint64_t duration_micros = 0;
   std::vector<ChakraAttr> attrs;

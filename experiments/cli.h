@@ -61,8 +61,10 @@ struct DecompositionOptions {
   std::string parts;
   std::string decomposition_file;
   std::string weights = "resident";  // for -s (planner::Weights)
+  std::string collectives = "moves";  // --collectives: moves or nodes (LowerOptions::collectives)
   SearchOptions search;
   void add(CLI::App& app, bool with_devices = true);
+  [[nodiscard]] LowerOptions lower_options() const { return LowerOptions{collectives == "nodes"}; }
   // Without -s, --parts or --decomposition: every node split into `devices` blocks
   // along its largest indices (split_largest). `machine`, when known, is the strategy's
   // (dp-tp's nodes, the resident weights' memory check, eindecomp's link weights,

@@ -97,7 +97,7 @@ void add_lower(CLI::App& app) {
     Graph g = o->graph.load();
     Decomposition d = o->dec.load(g);
     auto t0 = Clock::now();
-    TaskGraph tg = lower(g, d);
+    TaskGraph tg = lower(g, d, o->dec.lower_options());
     double lower_s = seconds_since(t0);
     if (!o->decomposition_out.empty()) write_file_atomic(o->decomposition_out, to_json(d, g).dump(2) + "\n");
     if (o->decomposition_out == "-") return;  // the decomposition went to stdout in place of the report
@@ -271,12 +271,13 @@ void add_run(CLI::App& app) {
     auto exec = make_executor(o->backend, o->policy, o->cuda);
     if (o->backend == "cpu") warn_oversubscribed(d.num_devices);
     auto t0 = Clock::now();
-    TaskGraph tg = lower(g, d);
+    TaskGraph tg = lower(g, d, o->dec.lower_options());
     double lower_s = seconds_since(t0);
     std::optional<MemoryCapped> capped;
     if (!o->memory_cap.empty()) {
       if (o->policy != "async")
         fail("--memory-cap needs --policy async: evicts and loads are placed where memory frees, not in bsp phases");
+      if (tg.has_collectives()) fail("--memory-cap: not with --collectives nodes yet (use --collectives moves)");
       capped = cap_memory(tg, o->memory_cap, nullptr);
       tg = std::move(capped->graph);
     }

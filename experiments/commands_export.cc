@@ -9,6 +9,7 @@
 #include "core/task_graph.h"
 #include "experiments/chakra.h"
 #include "experiments/cli.h"
+#include "sim/collectives.h"
 #include "sim/task_graph_json.h"
 
 namespace tessel::cli {
@@ -57,9 +58,10 @@ void add_export_commands(CLI::App& app) {
                          !o->dec.parts.empty() || !o->dec.decomposition_file.empty();
     Machine m;
     if (!o->machine.empty()) m = load_machine(o->machine);  // also the planner's (eindecomp, search)
-    if (lowered) tg = lower(g, o->dec.load(g, o->machine.empty() ? nullptr : &m));
+    if (lowered) tg = lower(g, o->dec.load(g, o->machine.empty() ? nullptr : &m), o->dec.lower_options());
     if (!o->graph_out.empty()) graph_text = to_json(g).dump(2) + "\n";
-    if (!o->task_graph_out.empty()) task_graph_text = sim::to_json(tg).dump() + "\n";
+    // Collective nodes (--collectives nodes) go to JSON as the ring the simulator expands them to.
+    if (!o->task_graph_out.empty()) task_graph_text = sim::to_json(sim::expand_collectives(tg)).dump() + "\n";
     if (!o->graph_out.empty()) {
       write_file_atomic(o->graph_out, graph_text);
       report["graph_file"] = o->graph_out;

@@ -7,6 +7,7 @@
 #include <optional>
 #include <sstream>
 
+#include "core/collective_rewrite.h"
 #include "core/error.h"
 #include "core/io.h"
 #include "core/machine.h"
@@ -211,7 +212,10 @@ void run_simulate(const Opts& o) {
            o.dec.decomposition_file.empty() ? "-d" : o.dec.decomposition_file + ": \"devices\"", ") but machine '",
            m.name, "' has ", m.num_devices());
     const auto lower_start = std::chrono::steady_clock::now();
-    tg = lower(g, d);
+    tg = lower(g, d, o.dec.lower_options());
+    // Collective nodes simulate as NCCL's pipelined ring (sim/collectives.h); expanded
+    // here so that the critical path and the trace name the tasks that ran.
+    if (has_lowered_collectives(tg)) tg = sim::expand_collectives(tg);
     lower_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - lower_start).count();
     what = o.graph.describe();
   }

@@ -14,6 +14,7 @@
 #include <thread>
 #include <utility>
 
+#include "core/collective_rewrite.h"
 #include "core/error.h"
 #include "runtime/cpu_arena.h"
 #include "runtime/cpu_kernels.h"
@@ -550,8 +551,18 @@ class Run {
         std::copy(from.data(), from.data() + from.size(), to.data());
         break;
       }
-      case TaskKind::collective:
-        fail("cpu executor: a collective node; executors run the expanded form (moves and touches) only");
+      case TaskKind::collective: {  // a lowered collective: every rank's region of every input, combined
+        const CollectiveSpec& s = tg_.collectives[static_cast<std::size_t>(t.block)];
+        if (!s.lowered()) fail("cpu executor: a collective node that is not lowered; run its expanded form");
+        for (std::size_t r = 0; r < s.outputs.size(); ++r) {
+          const Buffer& dst = tg_.buffer(s.outputs[r]);
+          BufferStore<T>& out = writable(s.outputs[r]);
+          for (BufferId in : t.reads)
+            cpu::copy_region<T>(storage_[in.index()].data(), tg_.buffer(in).shape, s.regions[r], out.data(), dst.shape,
+                                Rect::whole(dst.shape), s.agg);
+        }
+        break;
+      }
       case TaskKind::compute: {
         const Node& n = g_.node(t.node);
         BufferStore<T>& out = writable(t.writes);
@@ -659,6 +670,8 @@ CpuExecutor& CpuExecutor::operator=(CpuExecutor&&) noexcept = default;
 RunResult CpuExecutor::run(const Graph& g, const TaskGraph& tg, const TensorMap& inputs) {
   check_inputs(g, inputs);
   tg.validate();
+  // Split over processes, a collective's ranks are in several: run it as moves.
+  if (options_.link && has_lowered_collectives(tg)) return run(g, collectives_as_moves(tg), inputs);
   bool f64 = false;
   for (const Node& n : g.nodes()) f64 = f64 || n.dtype == DType::f64;
   if (f64) return Run<double>(g, tg, inputs, options_, scratch_->f64, scratch_->pool).execute();

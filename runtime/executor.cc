@@ -4,6 +4,7 @@
 #include <chrono>
 #include <optional>
 
+#include "core/collective_rewrite.h"
 #include "core/error.h"
 #include "runtime/kernels.h"
 
@@ -79,6 +80,8 @@ TensorMap evaluate_reference(const Graph& g, const TensorMap& inputs) {
 
 RunResult BlockExecutor::run(const Graph& g, const TaskGraph& tg, const TensorMap& inputs) {
   check_inputs(g, inputs);
+  // Collective nodes span devices; this executor checks every task stays on its own.
+  if (has_lowered_collectives(tg)) return run(g, collectives_as_moves(tg), inputs);
   using clock = std::chrono::steady_clock;
   RunResult result;
   result.timeline.source = "block";

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/checked.h"
+#include "core/collective_rewrite.h"
 #include "core/error.h"
 #include "sim/collectives.h"
 #include "sim/compute_model.h"
@@ -731,6 +732,7 @@ std::string generated_form_unsupported(const CollectiveSpec& spec, const Machine
 }
 
 SimResult simulate_collective_node(const TaskGraph& tg, const Machine& m, const SimOptions& o) {
+  if (has_lowered_collectives(tg)) return simulate(expand_collectives(tg), m, o);  // collective nodes in a lowered graph
   if (tg.tasks.size() != 1 || tg.collectives.size() != 1 || tg.tasks[0].kind != TaskKind::collective ||
       tg.tasks[0].block != 0)
     fail("task graph: a collective node must be the graph's only task (collective nodes beside other tasks are not "

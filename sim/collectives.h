@@ -71,7 +71,9 @@ using tessel::CollectiveSpec;
 // without overflow (every split of a collective's elements into ranks and pieces).
 [[nodiscard]] std::int64_t split_point(int c, std::int64_t length, int m);
 // Pieces a rank has in flight (NCCL_STEPS, NCCL src/include/device.h): a rank starts
-// sending piece j once piece j − kPiecesInFlight has reached it (ring, tree, hierarchical).
+// sending piece j once piece j − kPiecesInFlight has reached it (ring, tree); hierarchical
+// counts it per phase (intra-node reduce-scatter, rails, intra-node all-gather), as NCCL
+// bounds the steps in flight per connection and the phases use different connections.
 inline constexpr int kPiecesInFlight = 8;
 
 // The same collective as one task graph node (TaskKind::collective) over devices
@@ -80,7 +82,11 @@ inline constexpr int kPiecesInFlight = 8;
 // collective_task_graph() checks.
 [[nodiscard]] TaskGraph collective_node_graph(const CollectiveSpec& spec);
 // A graph whose only task is a collective node → its expanded form (collective_task_graph);
-// any other graph unchanged. Error when collective nodes are mixed with other tasks.
+// a lowered graph's collective nodes (LowerOptions::collectives) → NCCL's pipelined ring
+// on their own buffers: rank r's region travels the ring from rank r + 1 around to r,
+// each rank adding its part, the last step adding into rank r's output (pieces as above,
+// cut along the region's largest dimension); any other graph unchanged. Error when a
+// collective node that is not lowered is mixed with other tasks.
 [[nodiscard]] TaskGraph expand_collectives(const TaskGraph& tg);
 
 // The algorithms NCCL could run for `c` on ranks 0..n-1 of `m`, with the tuner's estimate

@@ -18,6 +18,7 @@
 #include <tuple>
 #include <utility>
 
+#include "core/collective_rewrite.h"
 #include "core/error.h"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/nvrtc.h"
@@ -1041,6 +1042,9 @@ CudaExecutor::~CudaExecutor() = default;
 RunResult CudaExecutor::run(const Graph& g, const TaskGraph& tg, const TensorMap& inputs) {
   check_inputs(g, inputs);
   tg.validate();
+  // Collective nodes (LowerOptions::collectives) run as the moves and touches they stand
+  // for (no NCCL collective call yet).
+  if (has_lowered_collectives(tg)) return run(g, collectives_as_moves(tg), inputs);
   for (const Task& t : tg.tasks)
     if (t.kind == TaskKind::evict || t.kind == TaskKind::load)
       fail("cuda executor: the task graph evicts and loads buffers (--memory-cap); the CUDA backend does not run "

@@ -15,6 +15,7 @@
 #include <thread>
 #include <unistd.h>
 
+#include "core/collective_rewrite.h"
 #include "core/error.h"
 #include "runtime/mpi/doorbell.h"
 #include "runtime/mpi/mpi_session.h"
@@ -446,6 +447,8 @@ MpiExecutor::~MpiExecutor() = default;
 RunResult MpiExecutor::run(const Graph& g, const TaskGraph& tg, const TensorMap& inputs) {
   check_inputs(g, inputs);
   tg.validate();
+  // Collective nodes (LowerOptions::collectives) run as the moves and touches they stand for.
+  if (has_lowered_collectives(tg)) return run(g, collectives_as_moves(tg), inputs);
   if (ranks_ > tg.num_devices)
     throw mpi::CollectiveError("--backend mpi: the job has " + std::to_string(ranks_) + " ranks but the task graph only " +
                                std::to_string(tg.num_devices) + " devices (every rank owns at least one): start at most " +

@@ -1,5 +1,6 @@
 // tessel export: graph JSON and task-graph JSON read back by -g and simulate
 // --task-graph, and Chakra traces read back with the protobuf library.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -135,6 +136,45 @@ TEST(ChakraExport, TracesReadBackWithProtobufMatchTheTaskGraph) {
   EXPECT_EQ(comp_seen, comp);
   EXPECT_EQ(static_cast<std::int64_t>(sends.size()), moves);
   EXPECT_EQ(sends, recvs);  // every send has its receive, same tag, same ends
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ChakraExport, CollectiveNodesAreOneCollNodePerRankWithTypeAndSize) {
+  if (!chakra_available()) GTEST_SKIP() << "built without protobuf";
+  const Graph g = build_workload("llama-block");
+  const TaskGraph tg = lower(g, cli::decompose(g, "eindecomp", 4), LowerOptions{true});
+  ASSERT_TRUE(tg.has_collectives());
+  const Machine m = machine_preset("h100-sxm-8");
+  auto dir = temp_path("tessel_chakra_coll");
+  std::filesystem::remove_all(dir);
+  const auto files = write_chakra(tg, g, m, dir.string());
+  std::map<std::uint64_t, int> ranks_seen;  // collective task id -> files holding its node
+  for (std::size_t d = 0; d < files.size(); ++d) {
+    const ChakraTrace tr = read_chakra(files[d]);
+    std::set<std::uint64_t> ids;
+    for (const ChakraNode& n : tr.nodes) {
+      for (std::uint64_t dep : n.data_deps) EXPECT_TRUE(ids.count(dep)) << "node " << n.id << " depends on " << dep;
+      ids.insert(n.id);
+      if (n.type != 7) continue;  // COMM_COLL_NODE
+      const Task& t = tg.tasks[n.id];
+      ASSERT_EQ(t.kind, TaskKind::collective);
+      const CollectiveSpec& s = tg.collectives[static_cast<std::size_t>(t.block)];
+      EXPECT_NE(std::find(s.devices.begin(), s.devices.end(), DeviceId(static_cast<int>(d))), s.devices.end());
+      ASSERT_NE(n.attr("comm_type"), nullptr);
+      EXPECT_EQ(n.attr("comm_type")->kind, ChakraAttr::Kind::int64);
+      EXPECT_EQ(n.attr("comm_type")->int_value, 7);  // REDUCE_SCATTER
+      ASSERT_NE(n.attr("comm_size"), nullptr);
+      EXPECT_EQ(n.attr("comm_size")->int_value, s.bytes);
+      ++ranks_seen[n.id];
+    }
+  }
+  std::size_t collectives = 0;
+  for (std::size_t i = 0; i < tg.tasks.size(); ++i) {
+    if (tg.tasks[i].kind != TaskKind::collective) continue;
+    ++collectives;
+    EXPECT_EQ(ranks_seen[i], tg.collectives[static_cast<std::size_t>(tg.tasks[i].block)].ranks) << "task " << i;
+  }
+  EXPECT_GT(collectives, 0u);
   std::filesystem::remove_all(dir);
 }
 
