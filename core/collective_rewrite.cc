@@ -95,7 +95,7 @@ TaskGraph replace_collectives(
     for (TaskId d : t.deps) {
       const auto& stand = now[d.index()];
       if (tg.task(d).kind != TaskKind::collective) {
-        c.deps.insert(c.deps.end(), stand.begin(), stand.end());
+        for (TaskId n : stand) c.deps.push_back(n);
         continue;
       }
       // Only the new tasks writing what this task reads.
@@ -104,7 +104,8 @@ TaskGraph replace_collectives(
         const BufferId w = r.out_.task(n).writes;
         if (w.valid() && std::find(t.reads.begin(), t.reads.end(), w) != t.reads.end()) c.deps.push_back(n);
       }
-      if (c.deps.size() == before) c.deps.insert(c.deps.end(), stand.begin(), stand.end());
+      if (c.deps.size() == before)
+        for (TaskId n : stand) c.deps.push_back(n);
     }
     std::sort(c.deps.begin(), c.deps.end());
     c.deps.erase(std::unique(c.deps.begin(), c.deps.end()), c.deps.end());
