@@ -155,8 +155,8 @@ class Planner {
       const std::int64_t cap = h < o_.host_capacity_bytes.size() ? o_.host_capacity_bytes[h] : 0;
       if (cap > 0 && s.host_bytes[h] > cap)
         fail("memory cap: host ", h, " must hold ", s.host_bytes[h],
-             " bytes of evicted buffers and host-resident inputs for its devices, more than its memory_capacity_bytes (",
-             cap, "); raise the cap or give the host more memory");
+             " bytes of evicted buffers and host-resident inputs for its devices, more than ", o_.host_capacity_source,
+             " (", cap, "); raise the cap or give the host more memory");
     }
   }
 

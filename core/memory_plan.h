@@ -37,6 +37,7 @@
 // bytes).
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -51,6 +52,7 @@ struct MemoryPlanOptions {
   std::vector<std::int64_t> capacity_bytes;  // per device of the task graph
   std::vector<std::int32_t> host_of;         // per device: its host (empty: all on host 0)
   std::vector<std::int64_t> host_capacity_bytes;  // per host; 0 or missing: unchecked
+  std::string host_capacity_source = "its memory_capacity_bytes";  // what the error calls that capacity
 };
 
 struct MemoryPlanStats {
