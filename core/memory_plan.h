@@ -20,7 +20,11 @@
 //     the ZeRO-Offload view of weights), is dropped without a copy;
 //   - an input block that does not fit when the inputs are placed starts in host memory
 //     (its input task writes a host buffer) and is loaded at its first use;
-//   - a buffer's range is released after its last use in the reference order.
+//   - a buffer's range is released after its last use in the reference order;
+//   - after each task, buffers in host memory that the next tasks read (up to 1,024 ahead,
+//     in order of use) are loaded into free ranges while the device keeps free the growth
+//     of its live bytes up to each reader plus 35% of its capacity (prefetch: the load
+//     waits only for what freed its range and overlaps the computation before its reader).
 // Dependencies, only those memory safety needs: every task that writes a buffer depends
 // on every task that used the buffers that held its range before (their readers, writers
 // and evicts); a load on the task that wrote its host copy; an evict on the writers of
@@ -37,6 +41,7 @@
 // bytes).
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -51,6 +56,7 @@ struct MemoryPlanOptions {
   std::vector<std::int64_t> capacity_bytes;  // per device of the task graph
   std::vector<std::int32_t> host_of;         // per device: its host (empty: all on host 0)
   std::vector<std::int64_t> host_capacity_bytes;  // per host; 0 or missing: unchecked
+  std::string host_capacity_source = "its memory_capacity_bytes";  // what the error calls that capacity
 };
 
 struct MemoryPlanStats {

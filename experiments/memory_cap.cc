@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include <unistd.h>
+
 #include "core/error.h"
 #include "experiments/cli.h"
 
@@ -22,6 +24,15 @@ void add_memory_cap_option(CLI::App& cmd, std::string& text) {
       });
 }
 
+namespace {
+
+std::int64_t physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<std::int64_t>(pages) * page : 0;  // 0: unknown, unchecked
+}
+
+}  // namespace
+
 MemoryCapped cap_memory(const TaskGraph& tg, const std::string& text, const Machine* machine) {
   const MemoryCap cap = parse_memory_cap(text, "--memory-cap");
   MemoryCapped out;
@@ -31,6 +42,9 @@ MemoryCapped cap_memory(const TaskGraph& tg, const std::string& text, const Mach
   if (machine) {
     for (int d = 0; d < tg.num_devices; ++d) po.host_of.push_back(machine->devices.at(static_cast<std::size_t>(d)).host);
     for (const Host& h : machine->hosts) po.host_capacity_bytes.push_back(h.memory_capacity_bytes);
+  } else {  // an executor on this machine: every device's host copies in this process's RAM
+    po.host_capacity_bytes = {physical_memory_bytes()};
+    po.host_capacity_source = "this machine's physical memory";
   }
   MemoryPlan plan = plan_memory(tg, po);
   out.graph = std::move(plan.graph);

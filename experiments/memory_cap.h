@@ -23,7 +23,8 @@ struct MemoryCapped {
 };
 
 // Plans `tg` under the cap `text` (parse_memory_cap). With a machine, its hosts' RAM
-// bounds what may be evicted (Host::memory_capacity_bytes). Errors name --memory-cap.
+// bounds what may be evicted (Host::memory_capacity_bytes); without one (an executor on
+// this machine), this machine's physical memory does. Errors name --memory-cap.
 [[nodiscard]] MemoryCapped cap_memory(const TaskGraph& tg, const std::string& text, const Machine* machine);
 
 // memory_cap_bytes, uncapped_peak_bytes, planned_peak_bytes (per device; uncapped: tasks

@@ -4,7 +4,8 @@
 #   test       ctest -L cuda (NVRTC, no device needed) and ctest -L gpu (the executor on the GPU)
 #   check      tessel run --backend cuda for every built-in workload (f32, and bf16 where
 #              marked) on 1, 2 and 4 virtual devices of GPU 0 under async and bsp, each
-#              checked against the reference evaluator (tolerance by dtype)
+#              checked against the reference evaluator (tolerance by dtype); and three of
+#              them under --memory-cap 75% and 50% (async) on 1, 2 and 4 virtual devices
 #   calibrate  tessel calibrate --backend cuda for 1 and 4 (virtual) devices, and once with
 #              --overlap (issue 19: GEMM stream against copy-engine and SM-kernel
 #              communication, normal/high priority, SMs reserved) into machine-overlap.json,
@@ -81,6 +82,17 @@ if has_stage check; then
         name="$(echo "$w" | tr ':,=' '___')-d$d-$p"
         step "run $w -d $d $p" "$out/runs/$name.log" \
           bash -c "'$tessel' run -w '$w' -d $d --backend cuda --gpus 1 --policy $p --repeat 3 --json > '$out/runs/$name.json'"
+      done
+    done
+  done
+  # Memory-capped graphs (--memory-cap: buffers at planned offsets, evicts and loads to
+  # page-locked host memory on the copy stream; async only), against the reference too.
+  for w in llama-block:model=tiny chain-sum ffn:dtype=bf16; do
+    for d in 1 2 4; do
+      for c in 75 50; do
+        name="$(echo "$w" | tr ':,=' '___')-d$d-async-cap$c"
+        step "run $w -d $d async --memory-cap $c%" "$out/runs/$name.log" \
+          bash -c "'$tessel' run -w '$w' -d $d --backend cuda --gpus 1 --policy async --memory-cap $c% --repeat 3 --json > '$out/runs/$name.json'"
       done
     done
   done

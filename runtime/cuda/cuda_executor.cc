@@ -375,6 +375,7 @@ namespace {
 struct RunResources {
   std::vector<int> gpus_used;
   std::map<int, void*> arena;  // per GPU
+  std::vector<void*> pinned;   // page-locked host memory (cudaMallocHost): host buffers, outputs
   std::vector<std::pair<int, cudaEvent_t>> events;
 
   RunResources() = default;
@@ -393,7 +394,21 @@ struct RunResources {
       cudaSetDevice(g);
       cudaFree(p);
     }
+    for (void* p : pinned) cudaFreeHost(p);
     (void)cudaGetLastError();
+  }
+
+  // `bytes` of page-locked host memory, freed with the run; the error names `what`.
+  void* host(std::int64_t bytes, const std::string& what) {
+    void* p = nullptr;
+    const cudaError_t e = cudaMallocHost(&p, static_cast<std::size_t>(std::max<std::int64_t>(bytes, kAlign)));
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      fail("cuda executor: cannot allocate ", bytes, " bytes of page-locked host memory for ", what,
+           " (cudaMallocHost: ", cuda::describe(e), ")");
+    }
+    pinned.push_back(p);
+    return p;
   }
 
   cudaEvent_t event(int gpu) {
@@ -470,8 +485,13 @@ class CudaRun {
       if (t.kind != TaskKind::output) continue;
       const Buffer& b = tg_.buffer(t.reads[0]);
       std::vector<unsigned char> bytes(static_cast<std::size_t>(b.bytes()));
-      TESSEL_CUDA_CHECK(cudaSetDevice(gpu_of(b.device)));
-      TESSEL_CUDA_CHECK(cudaMemcpy(bytes.data(), ptr(t.reads[0]), bytes.size(), cudaMemcpyDeviceToHost));
+      const void* copied = output_ptr_[static_cast<std::size_t>(&t - tg_.tasks.data())];
+      if (copied) {  // copied out by its output task (memory-capped graphs)
+        std::memcpy(bytes.data(), copied, bytes.size());
+      } else {
+        TESSEL_CUDA_CHECK(cudaSetDevice(gpu_of(b.device)));
+        TESSEL_CUDA_CHECK(cudaMemcpy(bytes.data(), ptr(t.reads[0]), bytes.size(), cudaMemcpyDeviceToHost));
+      }
       Tensor block(b.shape, b.dtype);
       block.data = from_device_bytes(bytes, b.dtype);
       Tensor& out = result.outputs.at(g_.node(t.node).name);
@@ -554,11 +574,37 @@ class CudaRun {
     std::vector<std::int64_t> buffer_offset(tg_.buffers.size(), 0);
     std::vector<std::int64_t> extra_offset(static_cast<std::size_t>(n) * 5, -1);  // A, B, C, staging, workspace
     std::map<int, std::vector<int>> devices_on;
+    // A memory-capped graph (core/memory_plan.h): each device's buffers at the offsets
+    // plan_memory() gave them, in a range of the planned size (buffers whose ranges
+    // overlap are never live at once); host buffers in page-locked host memory.
+    planned_ = false;
+    for (const Buffer& b : tg_.buffers) planned_ = planned_ || b.host || b.offset_bytes >= 0;
+    std::vector<std::int64_t> host_offset(tg_.buffers.size(), -1), host_bytes(static_cast<std::size_t>(n), 0);
     for (int d = 0; d < n; ++d) {
       const int gpu = gpu_of_[static_cast<std::size_t>(d)];
       devices_on[gpu].push_back(d);
       std::int64_t& off = total[gpu];
-      for (std::int32_t b : by_device[static_cast<std::size_t>(d)]) {
+      if (planned_) {
+        const std::int64_t base = off;
+        for (std::int32_t b : by_device[static_cast<std::size_t>(d)]) {
+          const Buffer& buf = tg_.buffers[static_cast<std::size_t>(b)];
+          if (buf.host) {
+            host_offset[static_cast<std::size_t>(b)] = host_bytes[static_cast<std::size_t>(d)];
+            host_bytes[static_cast<std::size_t>(d)] += align_up(buf.bytes());
+          } else if (buf.offset_bytes >= 0) {
+            buffer_offset[static_cast<std::size_t>(b)] = base + buf.offset_bytes;
+            off = std::max(off, base + buf.offset_bytes + buf.bytes());
+          }
+        }
+        off = align_up(off);
+        for (std::int32_t b : by_device[static_cast<std::size_t>(d)]) {  // unplaced (unused) buffers: apart
+          const Buffer& buf = tg_.buffers[static_cast<std::size_t>(b)];
+          if (buf.host || buf.offset_bytes >= 0) continue;
+          buffer_offset[static_cast<std::size_t>(b)] = off;
+          off += align_up(buf.bytes());
+        }
+      }
+      for (std::int32_t b : planned_ ? std::vector<std::int32_t>{} : by_device[static_cast<std::size_t>(d)]) {
         buffer_offset[static_cast<std::size_t>(b)] = off;
         off += align_up(tg_.buffers[static_cast<std::size_t>(b)].bytes());
       }
@@ -591,8 +637,29 @@ class CudaRun {
       }
       res_.arena[gpu] = p;
     }
+    std::vector<char*> host_arena(static_cast<std::size_t>(n), nullptr);
+    for (int d = 0; d < n; ++d)
+      if (host_bytes[static_cast<std::size_t>(d)] > 0)
+        host_arena[static_cast<std::size_t>(d)] = static_cast<char*>(
+            res_.host(host_bytes[static_cast<std::size_t>(d)], "device " + std::to_string(d) + "'s evicted buffers"));
     for (std::size_t b = 0; b < tg_.buffers.size(); ++b)
-      buffer_ptr_[b] = static_cast<char*>(res_.arena.at(gpu_of(tg_.buffers[b].device))) + buffer_offset[b];
+      buffer_ptr_[b] = tg_.buffers[b].host
+                           ? host_arena[tg_.buffers[b].device.index()] + host_offset[b]
+                           : static_cast<char*>(res_.arena.at(gpu_of(tg_.buffers[b].device))) + buffer_offset[b];
+    // Output blocks leave device memory when their output task runs (the range is
+    // reused after it): each gets page-locked room of its own.
+    output_ptr_.assign(tg_.tasks.size(), nullptr);
+    if (planned_) {
+      std::int64_t out_bytes = 0;
+      for (const Task& t : tg_.tasks)
+        if (t.kind == TaskKind::output) out_bytes += align_up(tg_.buffer(t.reads[0]).bytes());
+      char* out = out_bytes > 0 ? static_cast<char*>(res_.host(out_bytes, "the output blocks")) : nullptr;
+      for (std::size_t i = 0; i < tg_.tasks.size(); ++i) {
+        if (tg_.tasks[i].kind != TaskKind::output) continue;
+        output_ptr_[i] = out;
+        out += align_up(tg_.buffer(tg_.tasks[i].reads[0]).bytes());
+      }
+    }
     extra_ptr_.assign(static_cast<std::size_t>(n) * 5, nullptr);
     for (int d = 0; d < n; ++d)
       for (int x = 0; x < 5; ++x)
@@ -697,20 +764,30 @@ class CudaRun {
                                        dim3(kCopyThreads), args, 0, stream));
   }
 
-  // Inputs copied in, buffers initialised, the GPUs idle afterwards.
+  // The value a buffer starts with, when it is set: the aggregation's identity, 0.5 when
+  // profiling, NaN when poisoning; false when left as it is.
+  bool initial_fill(const Buffer& buf, Fill& f) const {
+    if (buf.init != Agg::none) {
+      f.value = agg_identity(buf.init);
+    } else if (profiling_) {
+      f.value = 0.5;  // kernels are profiled on finite data, never on NaN or zeros
+    } else if (s_.options.poison) {
+      f.value = std::numeric_limits<double>::quiet_NaN();
+    } else {
+      return false;
+    }
+    return true;
+  }
+
+  // Inputs copied in, buffers initialised, the GPUs idle afterwards. In a memory-capped
+  // graph a device buffer is initialised right before its first writer instead (its
+  // range holds other buffers before), and host buffers are never filled.
   void place() {
     for (std::size_t b = 0; b < tg_.buffers.size(); ++b) {
       const Buffer& buf = tg_.buffers[b];
+      if (planned_ && (buf.host || !profiling_)) continue;
       Fill f;
-      if (buf.init != Agg::none) {
-        f.value = agg_identity(buf.init);
-      } else if (profiling_) {
-        f.value = 0.5;  // kernels are profiled on finite data, never on NaN or zeros
-      } else if (s_.options.poison) {
-        f.value = std::numeric_limits<double>::quiet_NaN();
-      } else {
-        continue;
-      }
+      if (!initial_fill(buf, f)) continue;
       DeviceContext& c = ctx(buf.device);
       TESSEL_CUDA_CHECK(cudaSetDevice(c.gpu));
       launch_fill(buf, buffer_ptr_[b], f, Rect::whole(buf.shape), c.gpu, c.compute);
@@ -722,6 +799,10 @@ class CudaRun {
       Tensor block(b.shape, b.dtype);
       copy_region(whole, t.src, block, Rect::whole(b.shape));
       const std::vector<unsigned char> bytes = to_device_bytes(block.data, b.dtype);
+      if (b.host) {  // an input block that starts in host memory (memory-capped graphs)
+        std::memcpy(ptr(t.writes), bytes.data(), bytes.size());
+        continue;
+      }
       DeviceContext& c = ctx(b.device);
       TESSEL_CUDA_CHECK(cudaSetDevice(c.gpu));
       TESSEL_CUDA_CHECK(cudaMemcpyAsync(ptr(t.writes), bytes.data(), bytes.size(), cudaMemcpyHostToDevice, c.compute));
@@ -874,7 +955,9 @@ class CudaRun {
 
   cudaStream_t stream_of(const Task& t) {
     switch (t.kind) {
-      case TaskKind::touch: return ctx(t.device).copy;
+      case TaskKind::touch:
+      case TaskKind::evict:  // the copy lane, as the simulator runs them (sim/offload.h)
+      case TaskKind::load: return ctx(t.device).copy;
       case TaskKind::move: return ctx(t.device).comm;
       default: return ctx(t.device).compute;
     }
@@ -922,6 +1005,20 @@ class CudaRun {
     return order;
   }
 
+  // Memory-capped graphs: a device buffer that starts at a value (an accumulator's
+  // identity, or NaN under poison) gets it on the stream of its first writer in issue
+  // order, after that writer's dependencies (which include whatever used its range
+  // before). The other writers of an accumulator are touches on the same copy stream,
+  // issued after it.
+  void fill_before_first_write(const Task& t, cudaStream_t stream, std::vector<char>& initialised) {
+    if (!planned_ || profiling_ || !t.writes.valid() || initialised[t.writes.index()]) return;
+    initialised[t.writes.index()] = 1;
+    const Buffer& b = tg_.buffer(t.writes);
+    Fill f;
+    if (b.host || !initial_fill(b, f)) return;
+    launch_fill(b, ptr(t.writes), f, Rect::whole(b.shape), gpu_of(t.device), stream);
+  }
+
   void issue() {
     const std::size_t n = tg_.tasks.size();
     const bool bsp = s_.options.policy == Policy::bsp;
@@ -931,6 +1028,7 @@ class CudaRun {
     start_gpu_.assign(n, 0);
     end_gpu_.assign(n, 0);
     std::vector<cudaStream_t> end_stream(n, nullptr);
+    std::vector<char> initialised(tg_.buffers.size(), 0);  // memory-capped graphs: filled before its first writer
     // Events are created before the clock: creating one is not part of a task.
     for (std::size_t i = 0; i < n; ++i) {
       const Task& t = tg_.tasks[i];
@@ -985,14 +1083,30 @@ class CudaRun {
       cudaStream_t last = stream;
       try {
         switch (t.kind) {
-          case TaskKind::input:   // placed before the clock
-          case TaskKind::output:  // copied out after the run
+          case TaskKind::input:  // placed before the clock
             break;
-          case TaskKind::compute: launch_compute(t, stream); break;
-          case TaskKind::touch: launch_touch(t, stream); break;
+          case TaskKind::output:  // copied out after the run; in a capped graph now (its range is reused)
+            if (planned_)
+              TESSEL_CUDA_CHECK(cudaMemcpyAsync(output_ptr_[static_cast<std::size_t>(i)], ptr(t.reads[0]),
+                                                static_cast<std::size_t>(tg_.buffer(t.reads[0]).bytes()),
+                                                cudaMemcpyDefault, stream));
+            break;
+          case TaskKind::compute:
+            fill_before_first_write(t, stream, initialised);
+            launch_compute(t, stream);
+            break;
+          case TaskKind::touch:
+            fill_before_first_write(t, stream, initialised);
+            launch_touch(t, stream);
+            break;
           case TaskKind::move: last = launch_move(t, stream); break;
-          case TaskKind::evict:
-          case TaskKind::load: break;  // refused in run()
+          case TaskKind::evict:  // whole buffers between the device and page-locked host memory
+          case TaskKind::load:
+            TESSEL_CUDA_CHECK(cudaMemcpyAsync(ptr(t.writes), ptr(t.reads[0]),
+                                              static_cast<std::size_t>(tg_.buffer(t.reads[0]).bytes()),
+                                              t.kind == TaskKind::evict ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice,
+                                              stream));
+            break;
           case TaskKind::collective: fail("a collective node; executors run the expanded form (moves and touches) only");
         }
       } catch (const Error& e) {
@@ -1021,6 +1135,8 @@ class CudaRun {
   std::vector<TaskKernel> task_kernel_;             // generic compute tasks
   std::vector<std::unique_ptr<GemmPlan>> gemm_;     // contraction tasks
   std::vector<void*> buffer_ptr_;
+  bool planned_ = false;            // a memory-capped graph: buffers at planned offsets, host buffers
+  std::vector<void*> output_ptr_;   // per output task of a capped graph: its block in page-locked memory
   std::vector<void*> extra_ptr_;  // per device: GEMM scratch A, B, C, move staging, cuBLAS workspace
   std::vector<cudaEvent_t> start_, end_;
   std::vector<int> start_gpu_, end_gpu_;
@@ -1045,10 +1161,6 @@ RunResult CudaExecutor::run(const Graph& g, const TaskGraph& tg, const TensorMap
   // Collective nodes (LowerOptions::collectives) run as the moves and touches they stand
   // for (no NCCL collective call yet).
   if (has_lowered_collectives(tg)) return run(g, collectives_as_moves(tg), inputs);
-  for (const Task& t : tg.tasks)
-    if (t.kind == TaskKind::evict || t.kind == TaskKind::load)
-      fail("cuda executor: the task graph evicts and loads buffers (--memory-cap); the CUDA backend does not run "
-           "memory-capped graphs yet (the CPU backend does)");
   CudaRun run(*state_, g, tg, inputs, false);
   run.prepare();
   return run.execute();

@@ -11,7 +11,7 @@
 // decomposition for 4 devices runs (and is timed) on one GPU without being 4x faster.
 //
 // Per logical device: a compute stream (input, compute and output tasks), a copy stream
-// (touches) and a communication stream (moves), the latter created with the priority
+// (touches, evicts and loads) and a communication stream (moves), the latter created with the priority
 // CudaOptions::comm_priority asks for (cudaStreamCreateWithPriority), and a cuBLAS handle.
 // Streams, handles, compiled kernels and NCCL communicators live as long as the executor.
 //
@@ -40,6 +40,17 @@
 // that are not one or two contiguous runs are packed into staging first), or NCCL
 // send/recv between GPUs of this process (MoveMethod::nccl: one GPU per logical device,
 // since NCCL refuses two ranks on one GPU).
+//
+// Memory-capped graphs (core/memory_plan.h, --memory-cap; never run on a GPU either):
+// each logical device's buffers sit at the offsets plan_memory() gave them in a range of
+// the planned size (buffers whose ranges overlap are never live at once), host buffers
+// in page-locked host memory (cudaMallocHost, one block per device, freed with the run);
+// evicts and loads are whole-buffer cudaMemcpyAsync between the two on the device's copy
+// stream (the simulator's copy lane); an accumulator (or, under poison, any buffer a
+// compute or touch writes) is filled on its first writer's stream right before it in
+// issue order, not before the clock, since its range holds other buffers before; input
+// blocks that start in host memory are copied into it before the clock; output tasks copy
+// their block to page-locked memory when they run (the range is reused after).
 //
 // Timing: a CUDA event pair around every task, read after the run and turned into the
 // Timeline schema (seconds from an event recorded on each GPU when the clock starts).

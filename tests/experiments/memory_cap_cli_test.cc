@@ -3,6 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -46,6 +51,26 @@ TEST(MemoryCapCli, ImpossibleCapsAndBspAreRefused) {
   auto bad = tessel::testing::run_tessel("run -w chain:size=64 --memory-cap 150%");
   EXPECT_EQ(bad.status, 2) << bad.output();  // a malformed value on the command line
   EXPECT_NE(bad.output().find("--memory-cap"), std::string::npos) << bad.output();
+}
+
+// A host whose RAM cannot hold what must be evicted: exit 1, naming the host and the bytes.
+TEST(MemoryCapCli, HostWithoutRoomIsRefused) {
+  const auto dir = std::filesystem::temp_directory_path() / ("tessel_memcap_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto machine = dir / "small_host.json";
+  std::ofstream(machine) << R"({"name": "small-host",
+    "device_types": [{"name": "gpu", "peak_flops_per_s": {"f32": 1e12}, "memory_bytes_per_s": 1e11,
+                      "memory_capacity_bytes": 10000000000, "launch_latency_s": 1e-6, "sm_count": 100}],
+    "links": [{"name": "a_to_b", "kind": "nvlink", "bytes_per_s": 1e10, "latency_s": 2e-6},
+              {"name": "b_to_a", "kind": "nvlink", "bytes_per_s": 1e10, "latency_s": 2e-6}],
+    "devices": [{"type": "gpu"}, {"type": "gpu"}],
+    "routes": [{"src": 0, "dst": 1, "links": ["a_to_b"]}, {"src": 1, "dst": 0, "links": ["b_to_a"]}],
+    "hosts": [{"name": "node0", "memory_capacity_bytes": 1000}]})";
+  auto r = tessel::testing::run_tessel("simulate -w llama-block:model=tiny -d 2 -m " + machine.string() + " --memory-cap 50%");
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(r.status, 1) << r.output();
+  EXPECT_NE(r.err.find("tessel: error: memory cap: host 0 must hold "), std::string::npos) << r.output();
+  EXPECT_NE(r.err.find("memory_capacity_bytes (1000)"), std::string::npos) << r.output();
 }
 
 }  // namespace
