@@ -548,12 +548,13 @@ void print_compare(const CompareResult& res, std::FILE* out) {
                  e.measured_s > 0 ? (e.simulated_s - e.measured_s) / e.measured_s * 100 : 0.0,
                  human_seconds(e.count ? e.abs_error_s / static_cast<double>(e.count) : 0.0).c_str());
   if (res.memory_cap.is_array()) {
-    std::fprintf(out, "\n  memory cap       largest cap     arena   evicted     loaded   peak simulated   peak measured\n");
+    std::fprintf(out, "\n  %-16s %11s %10s %10s %10s %16s %15s\n", "memory cap", "largest cap", "arena", "evicted", "loaded",
+                 "peak simulated", "peak measured");
     auto largest = [](const json& v) {
       return v.empty() ? 0.0 : static_cast<double>(*std::max_element(v.begin(), v.end()));
     };
     for (const json& m : res.memory_cap)
-      std::fprintf(out, "  %-16s %11s %9s %9s %10s %16s %15s\n", m["strategy"].get<std::string>().c_str(),
+      std::fprintf(out, "  %-16s %11s %10s %10s %10s %16s %15s\n", m["strategy"].get<std::string>().c_str(),
                    cli::human_bytes(largest(m["memory_cap_bytes"])).c_str(),
                    cli::human_bytes(largest(m["planned_peak_bytes"])).c_str(),
                    cli::human_bytes(m["bytes_evicted"].get<double>()).c_str(),
