@@ -167,7 +167,7 @@ class SmallVector {
     if (o.cap_ > N) {
       u_.heap = o.u_.heap;
     } else {
-      std::memcpy(u_.local, o.u_.local, sizeof(u_.local));
+      std::copy_n(o.u_.local, o.size_, u_.local);  // only the values set: the rest was never written
     }
     o.cap_ = N;
     o.size_ = 0;
