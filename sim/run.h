@@ -129,18 +129,22 @@ class Run {
   SimTime cache_start(std::int32_t i);
 
   // ---- run_interference.cc
+  void setup_interference();
   void apply_interference(SimTime t);
 
   // ---- run_result.cc
   SimResult finish();
 
   // ---- defined below, in this header, so that they inline into the event loop
+  // lanes: a (device, lane) slot, its ready work, its busy time
   static std::size_t lane_slot(const Info& in);
   void mark_lane(std::size_t slot);
   [[nodiscard]] bool has_ready(std::size_t slot) const;
+  void lane_busy_add(std::size_t dev, int lane, int delta, SimTime t);
+  // memory: live bytes per device, peaks, over capacity
   void free_buffer(std::size_t b, SimTime t);
   void add_live(std::size_t dev, std::int64_t delta, SimTime t);
-  void lane_busy_add(std::size_t dev, int lane, int delta, SimTime t);
+  // interference: devices whose lanes changed, to re-time in apply_interference()
   [[nodiscard]] bool is_fused(std::int32_t i) const;
   void mark_interference(std::size_t dev);
 
@@ -248,7 +252,7 @@ class Run {
   std::int32_t completed_ = 0;
 };
 
-// ---- per-event bookkeeping, inline (see the top of this file)
+// ---- per-event bookkeeping, inline (see the top of this file): lanes
 
 inline std::size_t Run::lane_slot(const Info& in) {
   return static_cast<std::size_t>(in.dev) * kLanes + static_cast<std::size_t>(in.slot_lane);
@@ -264,6 +268,20 @@ inline void Run::mark_lane(std::size_t slot) {
 inline bool Run::has_ready(std::size_t slot) const {
   return !ready_[slot].empty() || (bucketed_ && bucket_count_[slot] > 0);
 }
+
+inline void Run::lane_busy_add(std::size_t dev, int lane, int delta, SimTime t) {
+  const std::size_t slot = dev * kLanes + static_cast<std::size_t>(lane);
+  int before = lane_busy_[slot];
+  lane_busy_[slot] += delta;
+  if (before == 0 && lane_busy_[slot] > 0) lane_since_[slot] = t;
+  if (before > 0 && lane_busy_[slot] == 0) lane_total_[slot] += t - lane_since_[slot];
+  int any_before = any_busy_[dev];
+  any_busy_[dev] += delta;
+  if (any_before == 0 && any_busy_[dev] > 0) any_since_[dev] = t;
+  if (any_before > 0 && any_busy_[dev] == 0) any_total_[dev] += t - any_since_[dev];
+}
+
+// ---- memory
 
 inline void Run::free_buffer(std::size_t b, SimTime t) {
   Buf& buf = bufs_[b];
@@ -284,17 +302,7 @@ inline void Run::add_live(std::size_t dev, std::int64_t delta, SimTime t) {
   if (o_.record_memory) memory_.push_back(MemorySample{to_seconds(t), DeviceId(static_cast<std::int32_t>(dev)), live});
 }
 
-inline void Run::lane_busy_add(std::size_t dev, int lane, int delta, SimTime t) {
-  const std::size_t slot = dev * kLanes + static_cast<std::size_t>(lane);
-  int before = lane_busy_[slot];
-  lane_busy_[slot] += delta;
-  if (before == 0 && lane_busy_[slot] > 0) lane_since_[slot] = t;
-  if (before > 0 && lane_busy_[slot] == 0) lane_total_[slot] += t - lane_since_[slot];
-  int any_before = any_busy_[dev];
-  any_busy_[dev] += delta;
-  if (any_before == 0 && any_busy_[dev] > 0) any_since_[dev] = t;
-  if (any_before > 0 && any_busy_[dev] == 0) any_total_[dev] += t - any_since_[dev];
-}
+// ---- interference
 
 // A task of a fused computation-collective kernel: exempt from interference (sim/fuse.h).
 inline bool Run::is_fused(std::int32_t i) const {

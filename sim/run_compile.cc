@@ -259,15 +259,7 @@ void Run::setup() {
 
   setup_cache();
 
-  interfere_ = o_.interference;
-  if (interfere_) {
-    compute_slowdown_.resize(d);
-    for (std::size_t dev = 0; dev < d; ++dev)
-      compute_slowdown_[dev] = m_.interference.compute_slowdown(m_.type_of(DeviceId(static_cast<std::int32_t>(dev))).sm_count);
-    comm_slowdown_ = m_.interference.comm_slowdown();
-    interfere_ = comm_slowdown_ > 1 ||
-                 std::any_of(compute_slowdown_.begin(), compute_slowdown_.end(), [](double s) { return s > 1; });
-  }
+  setup_interference();
   compute_running_.assign(d, -1);
   run_version_.assign(d, 0);
   run_remaining_.assign(d, 0);

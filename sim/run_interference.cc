@@ -2,9 +2,26 @@
 // its compute task and its outgoing moves slower; the factors are re-applied whenever
 // either lane starts or stops.
 
+#include <algorithm>
+
 #include "sim/run.h"
 
 namespace tessel::sim::detail {
+
+// The factors per device (Interference::resolve()'s row for its type's SM count); off
+// when the options turn interference off or no factor exceeds 1.
+void Run::setup_interference() {
+  const auto d = static_cast<std::size_t>(devices_);
+  interfere_ = o_.interference;
+  if (interfere_) {
+    compute_slowdown_.resize(d);
+    for (std::size_t dev = 0; dev < d; ++dev)
+      compute_slowdown_[dev] = m_.interference.compute_slowdown(m_.type_of(DeviceId(static_cast<std::int32_t>(dev))).sm_count);
+    comm_slowdown_ = m_.interference.comm_slowdown();
+    interfere_ = comm_slowdown_ > 1 ||
+                 std::any_of(compute_slowdown_.begin(), compute_slowdown_.end(), [](double s) { return s > 1; });
+  }
+}
 
 // Once the state at time t has settled: devices whose compute or comm lane changed
 // between busy and idle get their running work re-timed.
