@@ -75,6 +75,17 @@ class Ring final : public Program {
     elements_ = s.bytes / dtype_bytes(s.dtype);
     steps_ = c_ == Collective::allreduce ? 2 * (m_ - 1) : m_ - 1;
     touch_steps_ = c_ == Collective::allgather ? 0 : m_ - 1;
+    // Per piece, the size of every chunk where all are equal (-1: they differ), so that
+    // task() needs no split_point in the common case.
+    even_.assign(static_cast<std::size_t>(p_), -1);
+    for (int j = 0; j < p_; ++j) {
+      if (c_ == Collective::allgather) {
+        if (elements_ % m_ == 0) even_[static_cast<std::size_t>(j)] = slice(elements_ / m_, j).second;
+      } else {
+        const std::int64_t piece = slice(elements_, j).second;
+        if (piece % m_ == 0) even_[static_cast<std::size_t>(j)] = piece / m_;
+      }
+    }
   }
 
   Gen task(Code code) const override {
@@ -85,8 +96,9 @@ class Ring final : public Program {
     const int s = static_cast<int>(rest % static_cast<Code>(steps_));
     const int j = static_cast<int>(rest / static_cast<Code>(steps_));
     Gen g;
-    const int sender = sub == 0 ? i : mod(i - 1);
-    g.elements = chunk_elements(j, s, sender);
+    const int sender = sub == 0 ? i : (i == 0 ? m_ - 1 : i - 1);
+    const std::int64_t even = even_[static_cast<std::size_t>(j)];
+    g.elements = even >= 0 ? even : chunk_elements(j, s, sender);
     // Longest path first: a piece whose end releases later pieces (the window) before
     // one that releases fewer, then the earlier step, then the earlier piece.
     const auto chained = static_cast<std::uint64_t>(windowed() ? (p_ - 1 - j) / kPiecesInFlight : 0);
@@ -99,7 +111,7 @@ class Ring final : public Program {
     if (sub == 0) {
       g.kind = Kind::move;
       g.dev = i;
-      g.dst = mod(i + 1);
+      g.dst = i + 1 == m_ ? 0 : i + 1;
     } else {
       g.kind = Kind::touch;
       g.dev = g.dst = i;
@@ -128,7 +140,7 @@ class Ring final : public Program {
       if (s + 1 < steps_) out.push_back(make(j, s + 1, i, 0));
       return;
     }
-    const int to = mod(i + 1);
+    const int to = i + 1 == m_ ? 0 : i + 1;
     if (s < touch_steps_) {
       out.push_back(make(j, s, to, 1));
     } else if (s + 1 < steps_) {
@@ -241,6 +253,7 @@ class Ring final : public Program {
   int m_, p_;
   std::int64_t elements_ = 0;
   int steps_ = 0, touch_steps_ = 0;
+  std::vector<std::int64_t> even_;
 };
 
 // Pairwise all-to-all. One level (ranks_per_node 0): in step k = 1..n−1 rank i sends its
@@ -309,6 +322,69 @@ class Pairwise final : public Program {
 
   int n_, w_, g_;
   std::int64_t elements_ = 0;
+};
+
+// Events in EventQueue's order — by time, then in the order pushed — kept as one FIFO
+// per distinct time under a heap of those times. A collective's ranks finish their steps
+// at the same few times, so a binary heap of every event would mostly compare ties; here
+// a push appends to its time's bucket and a pop takes the bucket's next event.
+template <class Payload>
+class TimeBuckets {
+ public:
+  void push(SimTime t, const Payload& p) {
+    if (t != last_time_ || last_ < 0) {
+      auto [it, fresh] = index_.try_emplace(t, 0);
+      if (fresh) {
+        std::int32_t b = 0;
+        if (free_.empty()) {
+          b = static_cast<std::int32_t>(buckets_.size());
+          buckets_.emplace_back();
+        } else {
+          b = free_.back();
+          free_.pop_back();
+        }
+        it->second = b;
+        times_.push_back(Time{t, b});
+        std::push_heap(times_.begin(), times_.end(), std::greater<>());
+      }
+      last_time_ = t;
+      last_ = it->second;
+    }
+    buckets_[static_cast<std::size_t>(last_)].items.push_back(p);
+  }
+  [[nodiscard]] SimTime next_time() const { return times_.empty() ? kNever : times_.front().t; }
+  Payload pop() {
+    const Time top = times_.front();
+    Bucket& b = buckets_[static_cast<std::size_t>(top.bucket)];
+    const Payload p = b.items[b.head++];
+    if (b.head == b.items.size()) {  // its time is done: the bucket is free again
+      b.items.clear();
+      b.head = 0;
+      std::pop_heap(times_.begin(), times_.end(), std::greater<>());
+      times_.pop_back();
+      index_.erase(top.t);
+      free_.push_back(top.bucket);
+      if (last_ == top.bucket) last_ = -1;
+    }
+    return p;
+  }
+
+ private:
+  struct Time {
+    SimTime t;
+    std::int32_t bucket;
+    friend bool operator>(const Time& a, const Time& b) { return a.t > b.t; }  // distinct times
+  };
+  struct Bucket {
+    std::vector<Payload> items;
+    std::size_t head = 0;
+  };
+  std::vector<Time> times_;
+  std::vector<Bucket> buckets_;
+  std::vector<std::int32_t> free_;
+  std::unordered_map<SimTime, std::int32_t> index_;
+  SimTime last_time_ = 0;
+  std::int32_t last_ = -1;
 };
 
 class Engine {
@@ -779,7 +855,7 @@ class Engine {
   std::vector<char> slot_busy_;
   std::vector<std::int32_t> slot_pool_;
   std::unique_ptr<NetworkModel> network_;
-  EventQueue<Event> queue_;
+  TimeBuckets<Event> queue_;
   std::vector<std::int32_t> finished_, dirty_, scratch_dirty_;
   std::vector<char> dirty_flag_;
   std::vector<Code> succ_;
