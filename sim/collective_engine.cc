@@ -324,69 +324,6 @@ class Pairwise final : public Program {
   std::int64_t elements_ = 0;
 };
 
-// Events in EventQueue's order — by time, then in the order pushed — kept as one FIFO
-// per distinct time under a heap of those times. A collective's ranks finish their steps
-// at the same few times, so a binary heap of every event would mostly compare ties; here
-// a push appends to its time's bucket and a pop takes the bucket's next event.
-template <class Payload>
-class TimeBuckets {
- public:
-  void push(SimTime t, const Payload& p) {
-    if (t != last_time_ || last_ < 0) {
-      auto [it, fresh] = index_.try_emplace(t, 0);
-      if (fresh) {
-        std::int32_t b = 0;
-        if (free_.empty()) {
-          b = static_cast<std::int32_t>(buckets_.size());
-          buckets_.emplace_back();
-        } else {
-          b = free_.back();
-          free_.pop_back();
-        }
-        it->second = b;
-        times_.push_back(Time{t, b});
-        std::push_heap(times_.begin(), times_.end(), std::greater<>());
-      }
-      last_time_ = t;
-      last_ = it->second;
-    }
-    buckets_[static_cast<std::size_t>(last_)].items.push_back(p);
-  }
-  [[nodiscard]] SimTime next_time() const { return times_.empty() ? kNever : times_.front().t; }
-  Payload pop() {
-    const Time top = times_.front();
-    Bucket& b = buckets_[static_cast<std::size_t>(top.bucket)];
-    const Payload p = b.items[b.head++];
-    if (b.head == b.items.size()) {  // its time is done: the bucket is free again
-      b.items.clear();
-      b.head = 0;
-      std::pop_heap(times_.begin(), times_.end(), std::greater<>());
-      times_.pop_back();
-      index_.erase(top.t);
-      free_.push_back(top.bucket);
-      if (last_ == top.bucket) last_ = -1;
-    }
-    return p;
-  }
-
- private:
-  struct Time {
-    SimTime t;
-    std::int32_t bucket;
-    friend bool operator>(const Time& a, const Time& b) { return a.t > b.t; }  // distinct times
-  };
-  struct Bucket {
-    std::vector<Payload> items;
-    std::size_t head = 0;
-  };
-  std::vector<Time> times_;
-  std::vector<Bucket> buckets_;
-  std::vector<std::int32_t> free_;
-  std::unordered_map<SimTime, std::int32_t> index_;
-  SimTime last_time_ = 0;
-  std::int32_t last_ = -1;
-};
-
 class Engine {
  public:
   Engine(const CollectiveSpec& spec, const Machine& m, const SimOptions& o, const Program& p)
@@ -855,7 +792,7 @@ class Engine {
   std::vector<char> slot_busy_;
   std::vector<std::int32_t> slot_pool_;
   std::unique_ptr<NetworkModel> network_;
-  TimeBuckets<Event> queue_;
+  TimeBucketQueue<Event> queue_;
   std::vector<std::int32_t> finished_, dirty_, scratch_dirty_;
   std::vector<char> dirty_flag_;
   std::vector<Code> succ_;
