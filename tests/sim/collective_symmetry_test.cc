@@ -125,6 +125,13 @@ TEST(CollectiveSymmetry, FallsBackToEveryRankWhereNoPeriodHolds) {
     EXPECT_NE(red.symmetry_note.find("unequal"), std::string::npos) << red.symmetry_note;
     EXPECT_EQ(red.makespan_s, simulate(collective_node_graph(s), two, options(false, 1)).makespan_s);
   }
+  // Alpha-beta runs the expanded form: nothing is reduced there.
+  {
+    SimOptions ab = options(true, 1);
+    ab.network = "alpha-beta";
+    const CollectiveSpec s = ring_spec(Collective::allreduce, 16, std::int64_t{48} << 20, two, 1);
+    EXPECT_EQ(simulate(collective_node_graph(s), two, ab).symmetry_period, 0);
+  }
   // All-to-all is not reduced.
   {
     CollectivePlan p = plan_collective(Collective::alltoall, 16, std::int64_t{16} << 20, DType::f32, two, {});
