@@ -75,6 +75,7 @@ struct Opts {
   std::string memory_cap;
   bool json_out = false;
   bool expand_collectives = false;
+  bool no_symmetry = false;
 };
 
 void print_report(const sim::SimResult& r, const TaskGraph& tg, const Machine& m) {
@@ -167,6 +168,7 @@ void run_simulate(const Opts& o) {
   double plan_wall_s = 0, lower_wall_s = 0;  // -w / -g: building and planning the graph, lowering it
   if (!collective && o.expand_collectives) fail("--expand-collectives applies to --collective only");
   if (!collective && o.algorithm != "auto") fail("--algorithm applies to --collective only");
+  so.symmetry = !o.no_symmetry;
   if (collective) {
     coll = sim::parse_collective(o.collective, "--collective");
     if (o.bytes.empty()) fail("--collective needs --bytes SIZE");
@@ -290,6 +292,15 @@ void run_simulate(const Opts& o) {
     j["slices"] = plan.spec.slices;
     j["comm_channels"] = so.comm_channels;
     j["collective_form"] = expanded ? "expanded" : "generated";
+    // The symmetry reduction (sim/collective_symmetry.h): which ranks were simulated, and
+    // why not where the full engine ran. `events` counts the events simulated.
+    const int period = r.symmetry_period;
+    j["symmetry"] = period > 0 ? std::string("reduced")
+                    : expanded ? "not used: expanded form"
+                               : "not used: " + r.symmetry_note;
+    j["symmetry_period"] = period;
+    j["simulated_ranks"] = period > 0 ? period : o.dec.devices;
+    j["events_unreduced"] = period > 0 ? r.events * (o.dec.devices / period) : r.events;
     json est = json::array();
     for (const auto& e : plan.estimates)
       est.push_back({{"algorithm", std::string(sim::to_string(e.algorithm))},
@@ -337,6 +348,11 @@ void run_simulate(const Opts& o) {
     std::printf("\n");
     std::printf("  form          %s\n", expanded ? ("expanded (" + why_expanded + ")").c_str()
                                                 : "generated (one collective node, steps made as they run)");
+    if (r.symmetry_period > 0)
+      std::printf("  symmetry      ranks 0-%d simulated for all %d (every node alike; --no-symmetry runs all)\n",
+                  r.symmetry_period - 1, o.dec.devices);
+    else if (!expanded)
+      std::printf("  symmetry      not used: %s\n", r.symmetry_note.c_str());
     if (auto pub = sim::published_busbw(coll, o.dec.devices, m))
       std::printf("  published     busbw %.0f-%.0f GB/s on %s (%s)\n", pub->low_GBps, pub->high_GBps,
                   std::string(pub->system).c_str(), std::string(pub->source).c_str());
@@ -378,6 +394,9 @@ void add_sim_commands(CLI::App& app) {
   cmd->add_flag("--expand-collectives", o->expand_collectives,
                 "simulate the collective as its n^2 moves and touches instead of one node whose steps are generated "
                 "as they run (the default; same tasks, memory grows with n)");
+  cmd->add_flag("--no-symmetry", o->no_symmetry,
+                "simulate every rank of the collective, not one period of ranks where the machine and the ring "
+                "repeat node by node (same result, n / period times the events)");
   cmd->add_option("--trace", o->trace, "write the simulated timeline as Chrome-trace JSON (Perfetto)");
   cmd->add_option("--trace-devices", o->trace_devices,
                   "with --trace: write only these devices' spans, e.g. 0-7,64 (numbers and inclusive ranges)");

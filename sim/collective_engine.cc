@@ -13,6 +13,7 @@
 #include "core/checked.h"
 #include "core/collective_rewrite.h"
 #include "core/error.h"
+#include "sim/collective_symmetry.h"
 #include "sim/collectives.h"
 #include "sim/compute_model.h"
 #include "sim/event_queue.h"
@@ -53,6 +54,12 @@ class Program {
   // position below the stream's count of finished tasks, and nothing is stored for a
   // task whose stream dependency finishes first (the B touches run far ahead).
   [[nodiscard]] virtual bool stream_dep(Code /*c*/, int& /*r*/, int& /*s*/, std::int64_t& /*pos*/) const { return false; }
+  // Shifting ranks by `period` (collective_symmetry.h): whether it maps every task onto a
+  // task of the same size and order (false: never reduced), the ranks r sends to, and a
+  // code's image on ranks 0..period−1.
+  [[nodiscard]] virtual bool periodic(int /*period*/) const { return false; }
+  virtual void peers(int /*r*/, std::vector<int>& /*out*/) const {}
+  [[nodiscard]] virtual Code canonical(Code c, int /*period*/) const { return c; }
 };
 
 // Ring reduce-scatter, all-gather or all-reduce over ranks 0..m−1 in `slices` pieces, as
@@ -68,6 +75,17 @@ class Ring final : public Program {
     elements_ = s.bytes / dtype_bytes(s.dtype);
     steps_ = c_ == Collective::allreduce ? 2 * (m_ - 1) : m_ - 1;
     touch_steps_ = c_ == Collective::allgather ? 0 : m_ - 1;
+    // Per piece, the size of every chunk where all are equal (-1: they differ), so that
+    // task() needs no split_point in the common case.
+    even_.assign(static_cast<std::size_t>(p_), -1);
+    for (int j = 0; j < p_; ++j) {
+      if (c_ == Collective::allgather) {
+        if (elements_ % m_ == 0) even_[static_cast<std::size_t>(j)] = slice(elements_ / m_, j).second;
+      } else {
+        const std::int64_t piece = slice(elements_, j).second;
+        if (piece % m_ == 0) even_[static_cast<std::size_t>(j)] = piece / m_;
+      }
+    }
   }
 
   Gen task(Code code) const override {
@@ -78,8 +96,9 @@ class Ring final : public Program {
     const int s = static_cast<int>(rest % static_cast<Code>(steps_));
     const int j = static_cast<int>(rest / static_cast<Code>(steps_));
     Gen g;
-    const int sender = sub == 0 ? i : mod(i - 1);
-    g.elements = chunk_elements(j, s, sender);
+    const int sender = sub == 0 ? i : (i == 0 ? m_ - 1 : i - 1);
+    const std::int64_t even = even_[static_cast<std::size_t>(j)];
+    g.elements = even >= 0 ? even : chunk_elements(j, s, sender);
     // Longest path first: a piece whose end releases later pieces (the window) before
     // one that releases fewer, then the earlier step, then the earlier piece.
     const auto chained = static_cast<std::uint64_t>(windowed() ? (p_ - 1 - j) / kPiecesInFlight : 0);
@@ -92,7 +111,7 @@ class Ring final : public Program {
     if (sub == 0) {
       g.kind = Kind::move;
       g.dev = i;
-      g.dst = mod(i + 1);
+      g.dst = i + 1 == m_ ? 0 : i + 1;
     } else {
       g.kind = Kind::touch;
       g.dev = g.dst = i;
@@ -121,7 +140,7 @@ class Ring final : public Program {
       if (s + 1 < steps_) out.push_back(make(j, s + 1, i, 0));
       return;
     }
-    const int to = mod(i + 1);
+    const int to = i + 1 == m_ ? 0 : i + 1;
     if (s < touch_steps_) {
       out.push_back(make(j, s, to, 1));
     } else if (s + 1 < steps_) {
@@ -161,6 +180,30 @@ class Ring final : public Program {
       return true;
     }
     return false;
+  }
+
+  // Rank i's tasks are rank i + period's when every chunk index c has the size of c + period
+  // (the sizes differ only where a piece does not split evenly over the ranks); priority
+  // keys do not depend on the rank.
+  bool periodic(int period) const override {
+    if (period < 1 || m_ % period != 0) return false;
+    auto even = [&](std::int64_t length) {
+      if (length % m_ == 0) return true;
+      for (int c = period; c < m_; ++c)
+        if (split_point(c + 1, length, m_) - split_point(c, length, m_) !=
+            split_point(c % period + 1, length, m_) - split_point(c % period, length, m_))
+          return false;
+      return true;
+    };
+    if (c_ == Collective::allgather) return even(elements_);
+    for (int j = 0; j < p_; ++j)
+      if (!even(slice(elements_, j).second)) return false;
+    return true;
+  }
+  void peers(int r, std::vector<int>& out) const override { out.push_back(mod(r + 1)); }
+  Code canonical(Code code, int period) const override {
+    const int i = static_cast<int>(code / 3 % static_cast<Code>(m_));
+    return code - static_cast<Code>(i - i % period) * 3;
   }
 
   // One stream per rank: its B touches, step by step, piece by piece.
@@ -210,6 +253,7 @@ class Ring final : public Program {
   int m_, p_;
   std::int64_t elements_ = 0;
   int steps_ = 0, touch_steps_ = 0;
+  std::vector<std::int64_t> even_;
 };
 
 // Pairwise all-to-all. One level (ranks_per_node 0): in step k = 1..n−1 rank i sends its
@@ -283,7 +327,7 @@ class Pairwise final : public Program {
 class Engine {
  public:
   Engine(const CollectiveSpec& spec, const Machine& m, const SimOptions& o, const Program& p)
-      : spec_(spec), m_(m), o_(o), p_(p), n_(spec.ranks) {}
+      : spec_(spec), m_(m), o_(o), p_(p), n_(spec.ranks), nd_(spec.ranks) {}
 
   SimResult run() {
     const auto wall0 = std::chrono::steady_clock::now();
@@ -341,7 +385,6 @@ class Engine {
     if (o_.comm_channels < 1) fail("simulate: comm_channels must be >= 1, got ", o_.comm_channels);
     if (n_ > m_.num_devices())
       fail("the collective spans ", n_, " ranks but machine '", m_.name, "' has ", m_.num_devices(), " devices");
-    devs_.resize(static_cast<std::size_t>(n_));
     link_bytes_.assign(m_.links.size(), 0);
     // The longest route any transfer takes bounds the per-slot route entries. Routes of
     // the machine's presets are symmetric in their levels: from rank 0 to every rank and
@@ -372,7 +415,9 @@ class Engine {
       }
     }
     chan_stride_ = static_cast<std::size_t>(o_.comm_channels) * static_cast<std::size_t>(pools_max_);
-    const std::size_t slots = static_cast<std::size_t>(n_) * chan_stride_;
+    choose_period();
+    devs_.resize(static_cast<std::size_t>(nd_));
+    const std::size_t slots = static_cast<std::size_t>(nd_) * chan_stride_;
     routes_.links.assign(slots * static_cast<std::size_t>(stride_links_), LinkId());
     routes_.entries.assign(slots, RouteTable::Entry{});
     for (std::size_t s = 0; s < slots; ++s) routes_.entries[s].offset = static_cast<std::int32_t>(s) * stride_links_;
@@ -385,9 +430,48 @@ class Engine {
       d.stream_next.assign(static_cast<std::size_t>(p_.streams()), 0);
       d.stream_done.assign(static_cast<std::size_t>(p_.streams()), 0);
     }
-    last_route_.resize(static_cast<std::size_t>(n_));
-    waiting_.reserve(static_cast<std::size_t>(n_) * 4);
+    last_route_.resize(static_cast<std::size_t>(nd_));
+    waiting_.reserve(static_cast<std::size_t>(nd_) * 4);
     eb_ = dtype_bytes(spec_.dtype);
+  }
+
+  // The smallest period of ranks the program and the machine are invariant under
+  // (collective_symmetry.h); the engine then simulates ranks 0..period−1 only.
+  void choose_period() {
+    if (!o_.symmetry) {
+      note_ = "turned off (--no-symmetry)";
+      return;
+    }
+    std::vector<int> to;
+    p_.peers(0, to);
+    if (to.empty()) {
+      note_ = "the reduction covers ring reduce-scatter, all-gather and all-reduce only";
+      return;
+    }
+    note_ = "no period of the ranks";
+    const int channels = topology_ ? static_cast<int>(chan_stride_) : 1;  // elsewhere routes ignore the channel
+    LastRoute lr;
+    const SymmetryRouteFn route = [&](std::int32_t src, std::int32_t dst, std::uint32_t channel,
+                                      std::vector<LinkId>& out) {
+      fill_route(lr, src, dst, channel);
+      out = lr.links;
+    };
+    const SymmetryPeersFn peers = [&](int r, std::vector<int>& out) { p_.peers(r, out); };
+    for (int period = 1; period <= n_ / 2; ++period) {
+      if (n_ % period != 0) continue;
+      if (!p_.periodic(period)) {
+        note_ = "chunks of unequal sizes or a program without a period (" + std::to_string(period) + " ranks)";
+        continue;
+      }
+      const std::string why = check_shift_symmetry(m_, n_, period, channels, peers, route, link_canon_);
+      if (!why.empty()) {
+        note_ = "period " + std::to_string(period) + ": " + why;
+        continue;
+      }
+      period_ = nd_ = period;
+      note_.clear();
+      return;
+    }
   }
 
   // Undisturbed duration of an accumulating touch of `elements` on device `dev`, as the
@@ -414,13 +498,14 @@ class Engine {
   }
 
   void loop() {
-    events_ = n_;  // the expanded form's input tasks, which complete at once
+    events_ = nd_;  // the expanded form's input tasks, which complete at once
     std::vector<Code> init;
     p_.initial(init);
-    for (Code c : init) make_ready(c, -1);
-    for (int r = 0; r < n_; ++r)
+    for (Code c : init)
+      if (p_.task(c).dev < nd_) make_ready(c, -1);  // reduced: the simulated ranks' only
+    for (int r = 0; r < nd_; ++r)
       for (int s = 0; s < p_.streams(); ++s) feed(r, s);
-    for (int r = 0; r < n_; ++r) dispatch(r, 0);
+    for (int r = 0; r < nd_; ++r) dispatch(r, 0);
     for (;;) {
       const SimTime t = std::min(queue_.next_time(), network_->next_time());
       if (t == kNever) break;
@@ -484,6 +569,11 @@ class Engine {
     if (!topology_) channel = 0;
     LastRoute& lr = last_route_[static_cast<std::size_t>(dev)];
     if (lr.dst == dst && lr.channel == channel) return lr;
+    fill_route(lr, dev, dst, channel);
+    return lr;
+  }
+  void fill_route(LastRoute& lr, std::int32_t dev, std::int32_t dst, std::uint32_t channel) {
+    if (!topology_) channel = 0;
     m_.route(DeviceId(dev), DeviceId(dst), scratch_, channel);
     if (channel != 0 && static_cast<std::int32_t>(scratch_.size()) > stride_links_)
       m_.route(DeviceId(dev), DeviceId(dst), scratch_, 0);  // as ChannelRoutes: never longer than counted
@@ -501,7 +591,6 @@ class Engine {
       lr.bytes_per_s = std::min(lr.bytes_per_s, link.bytes_per_s);
     }
     lr.first = lr.links.empty() ? -1 : lr.links[0].value;
-    return lr;
   }
 
   Pool& pool_of(std::int32_t dev, std::int32_t dst) {
@@ -516,7 +605,7 @@ class Engine {
   }
 
   void mark(std::int32_t dev) {
-    if (dirty_flag_.empty()) dirty_flag_.assign(static_cast<std::size_t>(n_), 0);
+    if (dirty_flag_.empty()) dirty_flag_.assign(static_cast<std::size_t>(nd_), 0);
     if (!dirty_flag_[static_cast<std::size_t>(dev)]) {
       dirty_flag_[static_cast<std::size_t>(dev)] = 1;
       dirty_.push_back(dev);
@@ -631,6 +720,7 @@ class Engine {
     succ_.clear();
     p_.successors(c, succ_);
     for (Code s : succ_) {
+      if (period_ > 0) s = p_.canonical(s, period_);  // rank P's task is rank 0's
       const int deps = p_.deps(s);
       int sr = 0, ss = 0;
       std::int64_t pos = 0;
@@ -660,7 +750,7 @@ class Engine {
     r.events = events_;
     r.bytes_moved = bytes_moved_;
     r.link_bytes = std::move(link_bytes_);
-    r.devices.resize(static_cast<std::size_t>(n_));
+    r.devices.resize(static_cast<std::size_t>(nd_));
     for (std::size_t dev = 0; dev < r.devices.size(); ++dev) {
       const Device& d = devs_[dev];
       DeviceStats& s = r.devices[dev];
@@ -671,6 +761,8 @@ class Engine {
       s.tasks = d.tasks;
     }
     r.timeline.source = "sim";
+    if (period_ > 0) expand_symmetric_result(r, n_, period_, link_canon_);
+    r.symmetry_note = note_;
     return r;
   }
 
@@ -685,6 +777,10 @@ class Engine {
   const SimOptions& o_;
   const Program& p_;
   int n_;
+  int nd_;          // ranks simulated: n_, or the symmetry period
+  int period_ = 0;  // > 0: ranks 0..period_−1 stand for all (collective_symmetry.h)
+  std::vector<std::int32_t> link_canon_;
+  std::string note_;
   std::int64_t eb_ = 4;
   std::vector<Device> devs_;
   int pools_max_ = 1;
@@ -696,7 +792,7 @@ class Engine {
   std::vector<char> slot_busy_;
   std::vector<std::int32_t> slot_pool_;
   std::unique_ptr<NetworkModel> network_;
-  EventQueue<Event> queue_;
+  TimeBucketQueue<Event> queue_;
   std::vector<std::int32_t> finished_, dirty_, scratch_dirty_;
   std::vector<char> dirty_flag_;
   std::vector<Code> succ_;

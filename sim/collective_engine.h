@@ -26,6 +26,10 @@
 // longest-path priority on machines without per-row copy costs or single-lane devices.
 // Anything else (tree, hierarchical, alpha-beta, bsp, fifo, measured task seconds) is
 // simulated in the expanded form; generated_form_unsupported() says why.
+//
+// Symmetry (SimOptions::symmetry, on by default): a ring collective on ranks and a machine
+// that repeat every P ranks is simulated on ranks 0..P−1 only and reported as the full run
+// (collective_symmetry.h; SimResult::symmetry_period, symmetry_note).
 
 #include <string>
 

@@ -18,7 +18,9 @@
 #include <cassert>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
+#include <unordered_map>
 #include <vector>
 
 namespace tessel::sim {
@@ -110,6 +112,86 @@ class EventQueue {
 
   std::vector<Entry> heap_;
   std::uint64_t seq_ = 0;
+  SimTime now_ = 0;
+};
+
+// The same order as EventQueue — by time, then in the order pushed — kept as one FIFO per
+// distinct time under a binary heap of those times. Where many events share a time (the
+// ranks of a collective finish their steps together) a push appends to its time's bucket
+// and a pop takes the bucket's next event, instead of sifting through a heap of ties.
+template <class Payload>
+class TimeBucketQueue {
+ public:
+  void push(SimTime time, const Payload& payload) {
+    assert(time >= now_);
+    if (time != last_time_ || last_ < 0) {
+      auto [it, fresh] = index_.try_emplace(time, 0);
+      if (fresh) {
+        std::int32_t b = 0;
+        if (free_.empty()) {
+          b = static_cast<std::int32_t>(buckets_.size());
+          buckets_.emplace_back();
+        } else {
+          b = free_.back();
+          free_.pop_back();
+        }
+        it->second = b;
+        times_.push_back(Time{time, b});
+        std::push_heap(times_.begin(), times_.end(), std::greater<>());
+      }
+      last_time_ = time;
+      last_ = it->second;
+    }
+    buckets_[static_cast<std::size_t>(last_)].items.push_back(payload);
+    ++size_;
+  }
+  [[nodiscard]] bool empty() const { return size_ == 0; }
+  [[nodiscard]] std::size_t size() const { return size_; }
+  [[nodiscard]] SimTime next_time() const { return times_.empty() ? kNever : times_.front().time; }
+  [[nodiscard]] const Payload& top() const {
+    const Bucket& b = buckets_[static_cast<std::size_t>(times_.front().bucket)];
+    return b.items[b.head];
+  }
+  Payload pop() {
+    assert(size_ > 0);
+    now_ = times_.front().time;
+    Payload p = top();
+    discard_top();
+    return p;
+  }
+  void discard_top() {
+    assert(size_ > 0);
+    const Time front = times_.front();
+    Bucket& b = buckets_[static_cast<std::size_t>(front.bucket)];
+    --size_;
+    if (++b.head < b.items.size()) return;
+    b.items.clear();  // its time is done: the bucket (and its capacity) serves another
+    b.head = 0;
+    std::pop_heap(times_.begin(), times_.end(), std::greater<>());
+    times_.pop_back();
+    index_.erase(front.time);
+    free_.push_back(front.bucket);
+    if (last_ == front.bucket) last_ = -1;
+  }
+  [[nodiscard]] SimTime now() const { return now_; }
+
+ private:
+  struct Time {
+    SimTime time;
+    std::int32_t bucket;
+    friend bool operator>(const Time& a, const Time& b) { return a.time > b.time; }  // times are distinct
+  };
+  struct Bucket {
+    std::vector<Payload> items;
+    std::size_t head = 0;
+  };
+  std::vector<Time> times_;
+  std::vector<Bucket> buckets_;
+  std::vector<std::int32_t> free_;
+  std::unordered_map<SimTime, std::int32_t> index_;
+  std::size_t size_ = 0;
+  SimTime last_time_ = 0;
+  std::int32_t last_ = -1;
   SimTime now_ = 0;
 };
 

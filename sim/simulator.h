@@ -94,6 +94,9 @@ struct SimOptions {
   // link), not per device.
   bool channels_per_link = false;
   bool record_memory = false;  // keep every change of live bytes (SimResult::memory)
+  // A collective that runs alone is simulated on one period of ranks where the machine and
+  // the program are shift-invariant (sim/collective_symmetry.h); false: every rank.
+  bool symmetry = true;
   // Measured durations that replace the compute model: empty, or one entry per task,
   // where a value >= 0 is that compute or touch task's undisturbed seconds (interference
   // still applies) and a negative one keeps the model. `tessel compare` fills it from a
@@ -153,6 +156,11 @@ struct SimResult {
   std::vector<MemoryOverflow> over_capacity;
   std::vector<MemorySample> memory;  // with SimOptions::record_memory
   Timeline timeline;                 // one span per task, in task order
+  // A collective simulated on ranks 0..symmetry_period−1 only (sim/collective_symmetry.h);
+  // 0: every rank. `events` counts what was simulated; the full run has n / period times
+  // as many. symmetry_note: why the full engine ran (empty when reduced or not considered).
+  int symmetry_period = 0;
+  std::string symmetry_note;
 };
 
 // Throws Error when the task graph is malformed (a cycle, a bad id), uses more devices

@@ -5,6 +5,9 @@
 // rss_growth_MB is the process's peak resident set (VmHWM) less what it held before the
 // first iteration: the simulator's own memory when the benchmark runs alone
 // (--benchmark_filter naming one benchmark).
+// The ring all-reduces run on one node of ranks for all (sim/collective_symmetry.h) by
+// default: `events` counts what was simulated, `events_unreduced` what the full run has;
+// the BM_CollFull* variants turn the reduction off (SimOptions::symmetry), the full engine's speed.
 #include <benchmark/benchmark.h>
 
 #include <fstream>
@@ -25,7 +28,7 @@ double status_kb(const std::string& field) {
   return 0;
 }
 
-void run(benchmark::State& state, tessel::sim::Collective c, const char* machine, int n) {
+void run(benchmark::State& state, tessel::sim::Collective c, const char* machine, int n, bool symmetry = true) {
   using namespace tessel;
   const Machine m = machine_preset(machine);
   sim::CollectivePlan plan = sim::plan_collective(c, n, std::int64_t{1} << 30, DType::f32, m,
@@ -35,15 +38,20 @@ void run(benchmark::State& state, tessel::sim::Collective c, const char* machine
   const TaskGraph tg = sim::collective_node_graph(plan.spec);
   sim::SimOptions o;
   o.channels_per_link = true;  // as simulate --collective runs them
+  o.symmetry = symmetry;
   const double rss0 = status_kb("VmRSS");
   double makespan = 0, wall = 0;
   std::int64_t events = 0;
+  int period = 0;
   for (auto _ : state) {
     const sim::SimResult r = sim::simulate(tg, m, o);
     makespan = r.makespan_s;
     wall = r.sim_wall_s;
     events = r.events;
+    period = r.symmetry_period;
   }
+  state.counters["symmetry_period"] = period;
+  state.counters["events_unreduced"] = static_cast<double>(events) * (period > 0 ? n / period : 1);
   state.counters["ranks"] = n;
   state.counters["events"] = static_cast<double>(events);
   state.counters["makespan_ms"] = makespan * 1e3;
@@ -57,10 +65,18 @@ void run(benchmark::State& state, tessel::sim::Collective c, const char* machine
 
 void BM_CollRingAllReduce1GiB1024(benchmark::State& s) { run(s, tessel::sim::Collective::allreduce, "cluster:128xh100-sxm-8", 1024); }
 void BM_CollRingAllReduce1GiB8192(benchmark::State& s) { run(s, tessel::sim::Collective::allreduce, "cluster:1024xh100-sxm-8", 8192); }
+void BM_CollFullRingAllReduce1GiB1024(benchmark::State& s) {
+  run(s, tessel::sim::Collective::allreduce, "cluster:128xh100-sxm-8", 1024, false);
+}
+void BM_CollFullRingAllReduce1GiB8192(benchmark::State& s) {
+  run(s, tessel::sim::Collective::allreduce, "cluster:1024xh100-sxm-8", 8192, false);
+}
 void BM_CollAllToAll1GiB1024(benchmark::State& s) { run(s, tessel::sim::Collective::alltoall, "cluster:128xh100-sxm-8", 1024); }
 void BM_CollAllToAll1GiB8192(benchmark::State& s) { run(s, tessel::sim::Collective::alltoall, "cluster:1024xh100-sxm-8", 8192); }
 BENCHMARK(BM_CollRingAllReduce1GiB1024)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
 BENCHMARK(BM_CollRingAllReduce1GiB8192)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
+BENCHMARK(BM_CollFullRingAllReduce1GiB1024)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
+BENCHMARK(BM_CollFullRingAllReduce1GiB8192)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
 BENCHMARK(BM_CollAllToAll1GiB1024)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
 BENCHMARK(BM_CollAllToAll1GiB8192)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
 

@@ -20,6 +20,7 @@ SimOptions collective_options(int channels = 1) {
   SimOptions o;
   o.channels_per_link = true;  // as simulate --collective runs them
   o.comm_channels = channels;
+  o.symmetry = false;  // every rank (the reduction: collective_symmetry_test.cc)
   return o;
 }
 

@@ -55,5 +55,46 @@ TEST(EventQueue, DiscardTopKeepsTheClock) {
   EXPECT_TRUE(q.empty());
 }
 
+// TimeBucketQueue pops in EventQueue's order — by time, then in the order pushed — over
+// pushes with many ties, pushes at the time being popped, and discarded events.
+TEST(EventQueue, TimeBucketsPopInTheHeapsOrder) {
+  EventQueue<int> heap;
+  TimeBucketQueue<int> buckets;
+  std::uint64_t x = 12345;
+  auto next = [&x] {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    return x >> 33;
+  };
+  int id = 0;
+  SimTime now = 0;
+  for (int round = 0; round < 2000; ++round) {
+    const int pushes = static_cast<int>(next() % 4);
+    for (int k = 0; k < pushes; ++k) {
+      const SimTime t = now + static_cast<SimTime>(next() % 5) * 10;  // five times: ties are the rule
+      heap.push(t, id);
+      buckets.push(t, id);
+      ++id;
+    }
+    ASSERT_EQ(heap.size(), buckets.size());
+    if (heap.empty()) continue;
+    ASSERT_EQ(heap.next_time(), buckets.next_time());
+    ASSERT_EQ(heap.top(), buckets.top());
+    if (next() % 7 == 0) {
+      heap.discard_top();
+      buckets.discard_top();
+    } else {
+      now = heap.next_time();
+      ASSERT_EQ(heap.pop(), buckets.pop());
+      EXPECT_EQ(heap.now(), buckets.now());
+    }
+  }
+  while (!heap.empty()) {
+    ASSERT_EQ(heap.next_time(), buckets.next_time());
+    ASSERT_EQ(heap.pop(), buckets.pop());
+  }
+  EXPECT_TRUE(buckets.empty());
+  EXPECT_EQ(buckets.next_time(), kNever);
+}
+
 }  // namespace
 }  // namespace tessel::sim

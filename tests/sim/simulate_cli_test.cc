@@ -61,6 +61,28 @@ TEST(SimulateCli, CollectiveReportsAlgbwAndBusbw) {
   EXPECT_NE(j["published_busbw"]["source"].get<std::string>().find("nccl-tests"), std::string::npos);
 }
 
+TEST(SimulateCli, ARingCollectiveRunsOneNodeForAllUnlessToldNot) {
+  const std::string cmd = "simulate --collective allreduce --bytes 64MiB -d 32 -m cluster:4xh100-sxm-8 --algorithm ring --json";
+  Result r = tessel(cmd);
+  ASSERT_EQ(r.status, 0) << r.output;
+  auto red = nlohmann::json::parse(r.output);
+  EXPECT_EQ(red["symmetry"], "reduced");
+  EXPECT_EQ(red["symmetry_period"], 8);
+  EXPECT_EQ(red["simulated_ranks"], 8);
+  EXPECT_EQ(red["devices"].size(), 32u);
+  r = tessel(cmd + " --no-symmetry");
+  ASSERT_EQ(r.status, 0) << r.output;
+  auto full = nlohmann::json::parse(r.output);
+  EXPECT_EQ(full["symmetry"], "not used: turned off (--no-symmetry)");
+  EXPECT_EQ(full["symmetry_period"], 0);
+  EXPECT_EQ(full["simulated_ranks"], 32);
+  EXPECT_EQ(red["makespan_s"], full["makespan_s"]);
+  EXPECT_EQ(red["bytes_moved"], full["bytes_moved"]);
+  EXPECT_EQ(red["links"], full["links"]);
+  EXPECT_EQ(red["events_unreduced"], full["events"]);
+  EXPECT_EQ(red["events"].get<std::int64_t>() * 4, full["events"].get<std::int64_t>());
+}
+
 TEST(SimulateCli, FlowIsTheDefaultNetworkAndHierarchicalCanBeForced) {
   Result r = tessel("simulate -w chain:size=512 -d 4 -m h100-sxm-8 --json");
   ASSERT_EQ(r.status, 0) << r.output;

@@ -1,0 +1,175 @@
+// The symmetry reduction of a collective running alone (sim/collective_symmetry.h): the
+// run on one period of ranks against the run on every rank, and the checks that refuse it.
+#include "sim/collective_symmetry.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/machine.h"
+#include "sim/collective_engine.h"
+#include "sim/collectives.h"
+#include "sim/simulator.h"
+
+namespace tessel::sim {
+namespace {
+
+SimOptions options(bool symmetry, int channels) {
+  SimOptions o;
+  o.channels_per_link = true;  // as simulate --collective runs them
+  o.comm_channels = channels;
+  o.symmetry = symmetry;
+  return o;
+}
+
+CollectiveSpec ring_spec(Collective c, int n, std::int64_t bytes, const Machine& m, int channels) {
+  CollectivePlan p = plan_collective(c, n, bytes, DType::f32, m, Algorithm::ring);
+  p.spec.window = channels;
+  return p.spec;
+}
+
+// The reduced run reports what the full run does: makespan, bytes per link, per-device busy
+// times and tasks bit for bit, and events n / period times fewer.
+void expect_reduced_equals_full(const CollectiveSpec& s, const Machine& m, int channels, int period) {
+  const TaskGraph tg = collective_node_graph(s);
+  const SimResult red = simulate(tg, m, options(true, channels));
+  const SimResult full = simulate(tg, m, options(false, channels));
+  const std::string what = std::string(to_string(s.collective)) + " n=" + std::to_string(s.ranks) +
+                           " bytes=" + std::to_string(s.bytes) + " slices=" + std::to_string(s.slices) + " on " +
+                           m.name + " channels=" + std::to_string(channels);
+  ASSERT_EQ(red.symmetry_period, period) << what << ": " << red.symmetry_note;
+  EXPECT_EQ(full.symmetry_period, 0) << what;
+  EXPECT_EQ(full.symmetry_note, "turned off (--no-symmetry)");
+  EXPECT_EQ(red.makespan_s, full.makespan_s) << what;
+  EXPECT_EQ(red.events * (s.ranks / period), full.events) << what;
+  EXPECT_EQ(red.bytes_moved, full.bytes_moved) << what;
+  EXPECT_EQ(red.link_bytes, full.link_bytes) << what;
+  ASSERT_EQ(red.devices.size(), full.devices.size()) << what;
+  for (std::size_t d = 0; d < red.devices.size(); ++d) {
+    EXPECT_EQ(red.devices[d].comm_busy_s, full.devices[d].comm_busy_s) << what << " device " << d;
+    EXPECT_EQ(red.devices[d].copy_busy_s, full.devices[d].copy_busy_s) << what << " device " << d;
+    EXPECT_EQ(red.devices[d].busy_s, full.devices[d].busy_s) << what << " device " << d;
+    EXPECT_EQ(red.devices[d].tasks, full.devices[d].tasks) << what << " device " << d;
+  }
+}
+
+TEST(CollectiveSymmetry, OneNodeStandsForEveryNodeOfACluster) {
+  // 16, 64 and 256 ranks, 8 per node: the ring's inter-node hop leaves one NIC and enters
+  // the next node's, a link no other transfer crosses.
+  for (Collective c : {Collective::allreduce, Collective::reducescatter, Collective::allgather}) {
+    const Machine two = machine_preset("cluster:2xh100-sxm-8");
+    expect_reduced_equals_full(ring_spec(c, 16, std::int64_t{48} << 20, two, 1), two, 1, 8);
+    expect_reduced_equals_full(ring_spec(c, 16, std::int64_t{48} << 20, two, 4), two, 4, 8);
+    const Machine eight = machine_preset("cluster:8xh100-sxm-8");
+    expect_reduced_equals_full(ring_spec(c, 64, std::int64_t{64} << 20, eight, 8), eight, 8, 8);
+    const Machine many = machine_preset("cluster:32xh100-sxm-8");
+    expect_reduced_equals_full(ring_spec(c, 256, std::int64_t{8} << 20, many, 1), many, 1, 8);
+  }
+}
+
+TEST(CollectiveSymmetry, OneRankStandsForAllOnOneSwitch) {
+  // Eight GPUs on one NVSwitch: shifting by one rank maps every NVLink onto the next.
+  const Machine one = machine_preset("h100-sxm-8");
+  for (Collective c : {Collective::allreduce, Collective::allgather})
+    expect_reduced_equals_full(ring_spec(c, 8, std::int64_t{64} << 20, one, 2), one, 2, 1);
+}
+
+TEST(CollectiveSymmetry, TopologyGraphsRepeatLeafByLeafOrNotAtAll) {
+  // Two nodes per leaf: the ring leaves a leaf every second node, so the period is a leaf
+  // (16 ranks), the ECMP routes of each channel checked one by one.
+  const Machine leaves = machine_preset("fat-tree:4xh100-sxm-8,leaf=2");
+  for (Collective c : {Collective::allreduce, Collective::allgather})
+    expect_reduced_equals_full(ring_spec(c, 32, std::int64_t{64} << 20, leaves, 4), leaves, 4, 16);
+  // An oversubscribed two-spine core, a rail cluster and a torus: the shifted routes take
+  // other spines or directions, so every rank runs, with the full run's result.
+  for (const char* name : {"fat-tree:8xh100-sxm-8,leaf=2,pod=4,spines=2,oversubscription=4",
+                           "rail:4xh100-sxm-8,group=2", "torus:2x2x2xh100-sxm-8"}) {
+    const Machine m = machine_preset(name);
+    const CollectiveSpec s = ring_spec(Collective::allreduce, 32, std::int64_t{64} << 20, m, 4);
+    const SimResult red = simulate(collective_node_graph(s), m, options(true, 4));
+    const SimResult full = simulate(collective_node_graph(s), m, options(false, 4));
+    EXPECT_EQ(red.symmetry_period, 0) << name;
+    EXPECT_NE(red.symmetry_note.find("stand for"), std::string::npos) << name << ": " << red.symmetry_note;
+    EXPECT_EQ(red.makespan_s, full.makespan_s) << name;
+    EXPECT_EQ(red.events, full.events) << name;
+  }
+}
+
+TEST(CollectiveSymmetry, TheReducedRunMatchesTheExpandedForm) {
+  const Machine two = machine_preset("cluster:2xh100-sxm-8");
+  const CollectiveSpec s = ring_spec(Collective::allreduce, 16, std::int64_t{48} << 20, two, 4);
+  const SimResult red = simulate(collective_node_graph(s), two, options(true, 4));
+  const SimResult exp = simulate(collective_task_graph(s), two, options(true, 4));
+  ASSERT_EQ(red.symmetry_period, 8);
+  EXPECT_EQ(red.makespan_s, exp.makespan_s);
+  EXPECT_EQ(red.link_bytes, exp.link_bytes);
+  EXPECT_EQ(red.bytes_moved, exp.bytes_moved);
+  EXPECT_EQ(red.events * 2, exp.events);
+}
+
+TEST(CollectiveSymmetry, FallsBackToEveryRankWhereNoPeriodHolds) {
+  const Machine two = machine_preset("cluster:2xh100-sxm-8");
+  // 12 ranks: 8 on one node, 4 on the other; no shift maps the ring's hops onto themselves.
+  {
+    const CollectiveSpec s = ring_spec(Collective::allreduce, 12, std::int64_t{48} << 20, two, 1);
+    const SimResult red = simulate(collective_node_graph(s), two, options(true, 1));
+    EXPECT_EQ(red.symmetry_period, 0);
+    EXPECT_NE(red.symmetry_note.find("period"), std::string::npos) << red.symmetry_note;
+    EXPECT_EQ(red.makespan_s, simulate(collective_node_graph(s), two, options(false, 1)).makespan_s);
+  }
+  // Chunks of unequal sizes: 16 ranks, a piece of 16·k + 3 elements.
+  {
+    const CollectiveSpec s = ring_spec(Collective::reducescatter, 16, 4 * (16 * 1000 + 3), two, 1);
+    const SimResult red = simulate(collective_node_graph(s), two, options(true, 1));
+    EXPECT_EQ(red.symmetry_period, 0);
+    EXPECT_NE(red.symmetry_note.find("unequal"), std::string::npos) << red.symmetry_note;
+    EXPECT_EQ(red.makespan_s, simulate(collective_node_graph(s), two, options(false, 1)).makespan_s);
+  }
+  // Alpha-beta runs the expanded form: nothing is reduced there.
+  {
+    SimOptions ab = options(true, 1);
+    ab.network = "alpha-beta";
+    const CollectiveSpec s = ring_spec(Collective::allreduce, 16, std::int64_t{48} << 20, two, 1);
+    EXPECT_EQ(simulate(collective_node_graph(s), two, ab).symmetry_period, 0);
+  }
+  // All-to-all is not reduced.
+  {
+    CollectivePlan p = plan_collective(Collective::alltoall, 16, std::int64_t{16} << 20, DType::f32, two, {});
+    const SimResult r = simulate(collective_node_graph(p.spec), two, options(true, 1));
+    EXPECT_EQ(r.symmetry_period, 0);
+    EXPECT_NE(r.symmetry_note.find("ring"), std::string::npos) << r.symmetry_note;
+  }
+}
+
+TEST(CollectiveSymmetry, TheCheckRefusesLinksThatDoNotMapOneToOne) {
+  const Machine m = machine_preset("h100-sxm-8");
+  const SymmetryPeersFn ring = [](int r, std::vector<int>& out) { out.push_back((r + 1) % 4); };
+  std::vector<std::int32_t> canon;
+  // Every transfer over link 0: a link that carries both copies of one transfer.
+  const SymmetryRouteFn shared = [](std::int32_t, std::int32_t, std::uint32_t, std::vector<LinkId>& out) {
+    out.assign(1, LinkId(0));
+  };
+  EXPECT_NE(check_shift_symmetry(m, 4, 2, 1, ring, shared, canon).find("several copies"), std::string::npos);
+  // Each sender's own up-link, then the receiver's down-link: a proper shift.
+  const SymmetryRouteFn own = [](std::int32_t src, std::int32_t dst, std::uint32_t, std::vector<LinkId>& out) {
+    out = {LinkId(2 * src), LinkId(2 * dst + 1)};
+  };
+  EXPECT_EQ(check_shift_symmetry(m, 4, 2, 1, ring, own, canon), "");
+  EXPECT_EQ(canon[4], 0);  // rank 2's up-link stands for rank 0's
+  EXPECT_EQ(canon[7], 3);  // rank 3's down-link for rank 1's
+  // Rank 2 sends over rank 0's up-link: that link would stand for two.
+  const SymmetryRouteFn crossed = [](std::int32_t src, std::int32_t dst, std::uint32_t, std::vector<LinkId>& out) {
+    out = {LinkId(2 * (src == 2 ? 1 : src)), LinkId(2 * dst + 1)};
+  };
+  EXPECT_NE(check_shift_symmetry(m, 4, 2, 1, ring, crossed, canon).find("stand for"), std::string::npos);
+  // Routes of different lengths.
+  const SymmetryRouteFn longer = [](std::int32_t src, std::int32_t dst, std::uint32_t, std::vector<LinkId>& out) {
+    out = {LinkId(2 * src), LinkId(2 * dst + 1)};
+    if (src >= 2) out.push_back(LinkId(12));
+  };
+  EXPECT_NE(check_shift_symmetry(m, 4, 2, 1, ring, longer, canon).find("crosses"), std::string::npos);
+  EXPECT_NE(check_shift_symmetry(m, 4, 3, 1, ring, own, canon), "");  // 3 does not divide 4
+}
+
+}  // namespace
+}  // namespace tessel::sim
