@@ -509,14 +509,28 @@ class Planner {
   // activation does not fit, and Belady's rule drops the prefetched buffers, whose use
   // is furthest, only to load them again), and stops at the first buffer that does not
   // fit, so that loads stay in the order of use. The walk ends when every device with
-  // something in host memory has stopped, or after kLookahead tasks.
-  // Measured on the LLaMA-7B block (`tessel reproduce offload`, 8 H100s): at a 50% cap
-  // slack 0 loads 631 MB and runs 2.11× the uncapped makespan, slack 0.35 554 MB and
-  // 1.75×. The choice is not sharp: over lookaheads 32 to 4096 and slacks 0.15 to 0.35
-  // the rows of that experiment and of batch 2 / 4, sequence 2000 and 13B move by ±10%
-  // without a setting that is best on all; 1024 and 0.35 keep the 100% row at 1.055×
-  // (0.25 with 4096 gave the best 50% row, 1.61×, but 1.19× at 100%).
-  static constexpr std::int32_t kLookahead = 1024;
+  // something in host memory has stopped; kLookahead only bounds the planner's time
+  // (O(tasks × kLookahead)) and is far enough not to be what stops it on the workloads
+  // below: at 1,024 tasks it was, on the LLaMA-7B block, where ~10,000 tasks are mostly
+  // small moves and touches, so that 1,024 tasks are ~50 µs of the run; the FFN weights
+  // came into view only once attention had finished, and the host link stayed idle for
+  // the first 450 to 530 µs although memory was free from the attention weights' deaths
+  // on. Measured on the LLaMA-7B block (`tessel reproduce offload`, 8 H100s, loads and
+  // evicts on the two directions of the host link), makespan against uncapped:
+  //   lookahead 1,024: 100% 1.055×, 75% 1.033×, 50% 1.563×, 25% 3.83×;
+  //   lookahead 8,192 (the same as unbounded there): 1.055×, 1.049×, 1.378×, 3.83×;
+  // 13B at 50% 1.389× → 1.306×, sequence 2000 at 75% 1.194× → 1.125×, but batch 2 at
+  // 75% 1.298× → 1.320× and at 50% 2.73× → 3.13×, sequence 2000 at 50% 2.57× → 2.73×
+  // (activation-bound rows: loads prefetched far ahead fragment the memory the
+  // activations need). The slack: without it (0) prefetched buffers fill the holes that
+  // dead buffers leave, the next activation finds 17-19 MB free but no range of 4 MB
+  // (largest 1.5-2.6 MB), and Belady's rule drops the prefetched buffers (clean, used
+  // furthest) only to load them again: 100% cap 1.59×, 146 MB loaded instead of 45 MB.
+  // Over slacks 0.1 to 0.35 no value is best on every row (0.2 gives 1.29× at 50% on
+  // 7B but 1.50× on batch 2 at 75%); 0.35 is kept, as measured before. Placing prefetched
+  // buffers from the top of memory instead (activations from the bottom) was tried and
+  // did not remove the need for the slack.
+  static constexpr std::int32_t kLookahead = 8192;
   static constexpr double kPrefetchSlack = 0.35;
   void prefetch(std::int32_t p) {
     const auto devices = static_cast<std::size_t>(in_.num_devices);

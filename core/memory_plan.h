@@ -21,7 +21,7 @@
 //   - an input block that does not fit when the inputs are placed starts in host memory
 //     (its input task writes a host buffer) and is loaded at its first use;
 //   - a buffer's range is released after its last use in the reference order;
-//   - after each task, buffers in host memory that the next tasks read (up to 1,024 ahead,
+//   - after each task, buffers in host memory that the next tasks read (up to 8,192 ahead,
 //     in order of use) are loaded into free ranges while the device keeps free the growth
 //     of its live bytes up to each reader plus 35% of its capacity (prefetch: the load
 //     waits only for what freed its range and overlaps the computation before its reader).

@@ -38,10 +38,13 @@ Priority parse_priority(std::string_view s, std::string_view what) {
 
 namespace {
 
-constexpr int kLanes = 3;  // indexed by core's Lane: compute, comm, copy
+// Per device: core's Lane (compute, comm, copy), then the two directions of its host
+// link, where loads and evicts queue (sim/offload.h); their time counts as copy.
+constexpr int kLanes = 5;
 constexpr int kCompute = static_cast<int>(Lane::compute);
 constexpr int kComm = static_cast<int>(Lane::comm);
 constexpr int kCopy = static_cast<int>(Lane::copy);
+constexpr int kHostIn = 3, kHostOut = 4;  // load, evict
 constexpr std::int8_t kNoLane = -1;  // inputs and outputs: no time, no lane
 
 class Run {
@@ -202,7 +205,9 @@ class Run {
         case TaskKind::evict:
         case TaskKind::load: in.lane = kCopy; break;  // over the device's host link (offload.h)
       }
-      in.slot_lane = in.lane != kNoLane && single_lane[static_cast<std::size_t>(in.dev)] ? kCompute : in.lane;
+      in.slot_lane = in.lane != kNoLane && single_lane[static_cast<std::size_t>(in.dev)] ? kCompute
+                     : t.kind == TaskKind::load || t.kind == TaskKind::evict ? (t.kind == TaskKind::load ? kHostIn : kHostOut)
+                                                                              : in.lane;
       if (t.kind == TaskKind::move) {
         const std::int64_t key = static_cast<std::int64_t>(t.device.value) * devices_ + t.dst_device.value;
         std::int32_t* slot = nullptr;
@@ -323,6 +328,7 @@ class Run {
     for (std::size_t dev = 0; dev < d; ++dev) {
       free_slots_[dev * kLanes + kCompute] = 1;
       free_slots_[dev * kLanes + kCopy] = 1;
+      free_slots_[dev * kLanes + kHostIn] = free_slots_[dev * kLanes + kHostOut] = 1;
       free_slots_[dev * kLanes + kComm] = static_cast<int>(chan_stride_);
     }
     ready_.assign(d * kLanes, {});
