@@ -248,6 +248,16 @@ class Planner {
     }
   }
 
+  // The largest run of adjacent free segments on device d.
+  std::int64_t largest_free_range(std::size_t d) const {
+    std::int64_t run = 0, best = 0;
+    for (const auto& [offset, seg] : memory_[d]) {
+      run = seg.buffer < 0 ? run + seg.size : 0;
+      best = std::max(best, run);
+    }
+    return best;
+  }
+
   void release(std::size_t d, std::int32_t buffer) {
     Inst& in = inst_[static_cast<std::size_t>(buffer)];
     auto it = memory_[d].find(in.offset);
@@ -438,6 +448,9 @@ class Planner {
         lg.resident = b;
         lg.input_only = true;
         Inst& in = inst_[static_cast<std::size_t>(b)];
+        // An earlier input whose block nothing reads was released at once: its range
+        // may be this one, so this input waits for it.
+        add_all(t.deps, in.alloc_deps);
         const std::int32_t id = emit(t);
         new_id_[static_cast<std::size_t>(orig)] = id;
         in.users.push_back(id);
@@ -508,15 +521,34 @@ class Planner {
   // ranges: without the slack, prefetched buffers split memory into holes, the next
   // activation does not fit, and Belady's rule drops the prefetched buffers, whose use
   // is furthest, only to load them again), and stops at the first buffer that does not
-  // fit, so that loads stay in the order of use. The walk ends when every device with
-  // something in host memory has stopped, or after kLookahead tasks.
-  // Measured on the LLaMA-7B block (`tessel reproduce offload`, 8 H100s): at a 50% cap
-  // slack 0 loads 631 MB and runs 2.11× the uncapped makespan, slack 0.35 554 MB and
-  // 1.75×. The choice is not sharp: over lookaheads 32 to 4096 and slacks 0.15 to 0.35
-  // the rows of that experiment and of batch 2 / 4, sequence 2000 and 13B move by ±10%
-  // without a setting that is best on all; 1024 and 0.35 keep the 100% row at 1.055×
-  // (0.25 with 4096 gave the best 50% row, 1.61×, but 1.19× at 100%).
-  static constexpr std::int32_t kLookahead = 1024;
+  // fit, so that loads stay in the order of use; a load is also refused when the range
+  // it takes would leave no single free range as large as that growth (free bytes split
+  // into holes are no room for the next activation). The walk ends when every device
+  // with something in host memory has stopped; kLookahead only bounds the planner's time
+  // (O(tasks × kLookahead)) and is far enough not to be what stops it on the workloads
+  // below. At 1,024 it was, on the LLaMA-7B block, where ~10,000 tasks are mostly small
+  // moves and touches (1,024 tasks are ~50 µs of the run): the FFN weights came into
+  // view only once attention had finished, and the host link stayed idle for the first
+  // ~500 µs although the attention weights' deaths had freed memory.
+  // Measured (`tessel reproduce offload`'s plan: LLaMA blocks, eindecomp, 8 H100s; loads
+  // and evicts on the two directions of the host link), makespan / uncapped at caps of
+  // 100 / 75 / 50 / 25% of the uncapped peak:
+  //   7B            lookahead 1,024: 1.055 1.033 1.563 3.83   8,192: 1.055 1.049 1.378 3.83
+  //                 8,192 and the free-range check:           1.055 1.048 1.349 3.83
+  //   7B batch 2    1,024: 1.014 1.298 2.73 —   8,192 + check: 1.015 1.279 3.13 18.3
+  //   7B seq. 2000  1,024: 1.018 1.194 2.57 —   8,192 + check: 1.010 1.079 2.73 6.63
+  //   13B           1,024: 0.995 1.041 1.389 —  8,192 + check: 0.995 1.043 1.318 3.36
+  // (the 50% rows of batch 2 and sequence 2000 are activation-bound: loads prefetched far
+  // ahead hold memory the activations then lack). The slack: without the free-range
+  // check and the slack, prefetched buffers fill the holes that dead buffers leave, an
+  // activation finds 17-19 MB free but no range of 4 MB, and Belady's rule drops the
+  // prefetched buffers (clean, used furthest) only to load them again (7B at 100%:
+  // 1.59×, 146 MB loaded instead of 45 MB). With the check, slack 0 no longer does that
+  // (7B 1.055 1.026 1.401 3.77; 13B 1.031 1.026 1.252 3.19; batch 2 1.021 1.319 2.96;
+  // sequence 2000 1.044 1.177 2.56), but no slack is best on every row; 0.35 is kept.
+  // Placing prefetched buffers from the top of memory, or choosing as victim a buffer
+  // whose eviction opens a large enough range, were tried and did worse.
+  static constexpr std::int32_t kLookahead = 8192;
   static constexpr double kPrefetchSlack = 0.35;
   void prefetch(std::int32_t p) {
     const auto devices = static_cast<std::size_t>(in_.num_devices);
@@ -547,7 +579,17 @@ class Planner {
         }
         pending_.clear();
         const std::int32_t fresh = fresh_for(l);
-        if (!allocate(d, fresh)) {
+        // The range taken must leave one free range large enough for the growth ahead:
+        // free bytes split into holes are no room for the next activation.
+        const auto saved = memory_[d];
+        const std::int64_t saved_high = high_[d];
+        bool ok = allocate(d, fresh);
+        if (ok && largest_free_range(d) < peak_growth[d] + largest_new[d]) {
+          memory_[d] = saved;
+          high_[d] = saved_high;
+          ok = false;
+        }
+        if (!ok) {
           spare_[l] = fresh;  // kept for its next placement
           pending_.clear();
           blocked[d] = 1;

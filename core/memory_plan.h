@@ -21,10 +21,11 @@
 //   - an input block that does not fit when the inputs are placed starts in host memory
 //     (its input task writes a host buffer) and is loaded at its first use;
 //   - a buffer's range is released after its last use in the reference order;
-//   - after each task, buffers in host memory that the next tasks read (up to 1,024 ahead,
+//   - after each task, buffers in host memory that the next tasks read (up to 8,192 ahead,
 //     in order of use) are loaded into free ranges while the device keeps free the growth
-//     of its live bytes up to each reader plus 35% of its capacity (prefetch: the load
-//     waits only for what freed its range and overlaps the computation before its reader).
+//     of its live bytes up to each reader plus 35% of its capacity, and one free range
+//     as large as that growth (prefetch: the load waits only for what freed its range and
+//     overlaps the computation before its reader).
 // Dependencies, only those memory safety needs: every task that writes a buffer depends
 // on every task that used the buffers that held its range before (their readers, writers
 // and evicts); a load on the task that wrote its host copy; an evict on the writers of

@@ -1,10 +1,13 @@
 #pragma once
 // How the simulator models memory offload (core/memory_plan.h): an evict or a load is a
-// copy of a whole buffer between a device and its host's RAM. It runs on the device's
-// copy lane (one at a time, after or before touches; on a single-lane CPU worker, on
-// the worker) and takes the latency of the device's host route plus its bytes over the
-// route's slowest link (Machine::host_route: the PCIe link of the GPU presets; a CPU
-// worker's memory copy). The bytes are counted on those links, but the copy does not
+// copy of a whole buffer between a device and its host's RAM. Loads and evicts queue
+// apart, one at a time per direction of the device's host link (the links are
+// directional, PCIe is full duplex and a GPU has copy engines for each direction: a load
+// and an evict run at once, and neither waits for touches; their time counts as the copy
+// lane's; on a single-lane CPU worker they run on the worker) and take the latency of
+// the device's host route plus its bytes over the route's slowest link
+// (Machine::host_route: the PCIe link of the GPU presets, per direction; a CPU worker's
+// memory copy). The bytes are counted on those links, but the copy does not
 // share their bandwidth with moves that cross them at the same time (on the presets
 // with NVLink no move crosses a GPU's PCIe link). Host buffers are not device memory;
 // every host's RAM must hold all the host buffers of its devices at once.

@@ -33,10 +33,13 @@
 
 namespace tessel::sim::detail {
 
-constexpr int kLanes = 3;  // indexed by core's Lane: compute, comm, copy
+// Per device: core's Lane (compute, comm, copy), then the two directions of its host
+// link, where loads and evicts queue (sim/offload.h); their time counts as copy.
+constexpr int kLanes = 5;
 constexpr int kCompute = static_cast<int>(Lane::compute);
 constexpr int kComm = static_cast<int>(Lane::comm);
 constexpr int kCopy = static_cast<int>(Lane::copy);
+constexpr int kHostIn = 3, kHostOut = 4;  // load, evict
 constexpr std::int8_t kNoLane = -1;  // inputs and outputs: no time, no lane
 
 class Run {

@@ -110,7 +110,9 @@ void Run::setup() {
       case TaskKind::evict:
       case TaskKind::load: in.lane = kCopy; break;  // over the device's host link (offload.h)
     }
-    in.slot_lane = in.lane != kNoLane && single_lane[static_cast<std::size_t>(in.dev)] ? kCompute : in.lane;
+    in.slot_lane = in.lane != kNoLane && single_lane[static_cast<std::size_t>(in.dev)] ? kCompute
+                   : t.kind == TaskKind::load || t.kind == TaskKind::evict ? (t.kind == TaskKind::load ? kHostIn : kHostOut)
+                                                                            : in.lane;
     if (t.kind == TaskKind::move) {
       const std::int64_t key = static_cast<std::int64_t>(t.device.value) * devices_ + t.dst_device.value;
       std::int32_t* slot = nullptr;
@@ -231,6 +233,7 @@ void Run::setup() {
   for (std::size_t dev = 0; dev < d; ++dev) {
     free_slots_[dev * kLanes + kCompute] = 1;
     free_slots_[dev * kLanes + kCopy] = 1;
+    free_slots_[dev * kLanes + kHostIn] = free_slots_[dev * kLanes + kHostOut] = 1;
     free_slots_[dev * kLanes + kComm] = static_cast<int>(chan_stride_);
   }
   ready_.assign(d * kLanes, {});

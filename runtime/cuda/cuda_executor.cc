@@ -271,6 +271,9 @@ std::vector<double> from_device_bytes(const std::vector<unsigned char>& b, DType
 struct DeviceContext {
   int gpu = 0;
   cudaStream_t compute = nullptr, copy = nullptr, comm = nullptr;
+  // Loads and evicts, one stream per direction of the host link (PCIe is full duplex and
+  // the GPU's copy engines serve each direction), apart from the touches on `copy`.
+  cudaStream_t host_in = nullptr, host_out = nullptr;
   cublasHandle_t blas = nullptr;
 };
 
@@ -295,7 +298,7 @@ struct CudaExecutor::State {
     for (auto& [key, ctx] : contexts) {
       cudaSetDevice(ctx.gpu);
       if (ctx.blas) cublasDestroy(ctx.blas);
-      for (cudaStream_t s : {ctx.compute, ctx.copy, ctx.comm})
+      for (cudaStream_t s : {ctx.compute, ctx.copy, ctx.comm, ctx.host_in, ctx.host_out})
         if (s) cudaStreamDestroy(s);
     }
     for (cudaLibrary_t l : libraries) cudaLibraryUnload(l);
@@ -316,6 +319,8 @@ struct CudaExecutor::State {
     TESSEL_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
     TESSEL_CUDA_CHECK(cudaStreamCreateWithPriority(&ctx.compute, cudaStreamNonBlocking, least));
     TESSEL_CUDA_CHECK(cudaStreamCreateWithPriority(&ctx.copy, cudaStreamNonBlocking, least));
+    TESSEL_CUDA_CHECK(cudaStreamCreateWithPriority(&ctx.host_in, cudaStreamNonBlocking, least));
+    TESSEL_CUDA_CHECK(cudaStreamCreateWithPriority(&ctx.host_out, cudaStreamNonBlocking, least));
     TESSEL_CUDA_CHECK(cudaStreamCreateWithPriority(
         &ctx.comm, cudaStreamNonBlocking, options.comm_priority == CommPriority::high ? greatest : least));
     TESSEL_CUBLAS_CHECK(cublasCreate(&ctx.blas));
@@ -955,9 +960,9 @@ class CudaRun {
 
   cudaStream_t stream_of(const Task& t) {
     switch (t.kind) {
-      case TaskKind::touch:
-      case TaskKind::evict:  // the copy lane, as the simulator runs them (sim/offload.h)
-      case TaskKind::load: return ctx(t.device).copy;
+      case TaskKind::touch: return ctx(t.device).copy;
+      case TaskKind::evict: return ctx(t.device).host_out;  // as the simulator runs them (sim/offload.h)
+      case TaskKind::load: return ctx(t.device).host_in;
       case TaskKind::move: return ctx(t.device).comm;
       default: return ctx(t.device).compute;
     }
@@ -1042,7 +1047,7 @@ class CudaRun {
     {
       std::set<cudaStream_t> seen;
       for (DeviceContext* c : ctx_)
-        for (cudaStream_t s : {c->compute, c->copy, c->comm})
+        for (cudaStream_t s : {c->compute, c->copy, c->comm, c->host_in, c->host_out})
           if (seen.insert(s).second) streams.emplace_back(c->gpu, s);
     }
     // The clock: an event per GPU, recorded while every GPU is idle.

@@ -1,0 +1,90 @@
+// The simulator's host link (sim/offload.h): loads and evicts run one at a time per
+// direction, a load and an evict at once (the link is full duplex), and neither waits
+// for the touches of the copy lane.
+#include <gtest/gtest.h>
+
+#include "tests/sim/sim_test_util.h"
+#include "sim/simulator.h"
+
+namespace tessel::sim {
+namespace {
+
+using testing::add_link;
+using testing::bare_machine;
+using testing::TgBuilder;
+
+constexpr std::int64_t kBytes = 1'000'000;  // 1 ms over the 1 GB/s host link
+
+// One device whose host link carries 1 GB/s each way, no latency.
+Machine host_link_machine() {
+  Machine m = bare_machine(1, 1e12, 1e9);
+  m.devices[0].host_in = {add_link(m, "h2d", 1e9, 0)};
+  m.devices[0].host_out = {add_link(m, "d2h", 1e9, 0)};
+  return m;
+}
+
+Task host_copy(TaskKind kind, BufferId from, BufferId to, TaskId after) {
+  Task t;
+  t.kind = kind;
+  t.device = t.dst_device = DeviceId(0);
+  t.reads = {from};
+  t.writes = to;
+  t.bytes = kBytes;
+  t.deps = {after};
+  return t;
+}
+
+// Inputs: a device buffer and a host buffer; `loads` loads of the host one and `evicts`
+// evicts of the device one, all ready at time zero.
+TaskGraph loads_and_evicts(int loads, int evicts) {
+  TgBuilder b(1);
+  const BufferId dev = b.input(0, kBytes);
+  const TaskId dev_writer = b.last();
+  const BufferId host = b.input(0, kBytes);
+  const TaskId host_writer = b.last();
+  TaskGraph tg = b.graph();
+  tg.buffers[host.index()].host = true;
+  auto add_buffer = [&](bool on_host) {
+    tg.buffers.push_back(tg.buffers[dev.index()]);
+    tg.buffers.back().host = on_host;
+    return BufferId(static_cast<std::int32_t>(tg.buffers.size() - 1));
+  };
+  for (int i = 0; i < loads; ++i) tg.tasks.push_back(host_copy(TaskKind::load, host, add_buffer(false), host_writer));
+  for (int i = 0; i < evicts; ++i) tg.tasks.push_back(host_copy(TaskKind::evict, dev, add_buffer(true), dev_writer));
+  return tg;
+}
+
+TEST(SimOffload, LoadsQueueOnTheirDirectionAndOverlapEvicts) {
+  const Machine m = host_link_machine();
+  const SimOptions o;
+  EXPECT_NEAR(simulate(loads_and_evicts(1, 0), m, o).makespan_s, 1e-3, 1e-9);
+  EXPECT_NEAR(simulate(loads_and_evicts(2, 0), m, o).makespan_s, 2e-3, 1e-9);  // one direction: one at a time
+  EXPECT_NEAR(simulate(loads_and_evicts(0, 2), m, o).makespan_s, 2e-3, 1e-9);
+  EXPECT_NEAR(simulate(loads_and_evicts(1, 1), m, o).makespan_s, 1e-3, 1e-9);  // full duplex: both at once
+  EXPECT_NEAR(simulate(loads_and_evicts(2, 2), m, o).makespan_s, 2e-3, 1e-9);
+}
+
+TEST(SimOffload, ALoadDoesNotWaitForTouches) {
+  Machine m = host_link_machine();
+  TgBuilder b(1);
+  const BufferId src = b.input(0, 4 * kBytes);
+  const BufferId dst = b.buffer(0, 4 * kBytes);
+  b.touch(src, dst);  // 4 MB over 1 GB/s of memory bandwidth: about 4 ms on the copy lane
+  const BufferId dev = b.input(0, kBytes);
+  const TaskId writer = b.last();
+  TaskGraph tg = b.graph();
+  tg.buffers[dev.index()].host = true;
+  tg.buffers.push_back(tg.buffers[dev.index()]);
+  tg.buffers.back().host = false;
+  tg.tasks.push_back(host_copy(TaskKind::load, dev, BufferId(static_cast<std::int32_t>(tg.buffers.size() - 1)), writer));
+  const SimResult r = simulate(tg, m, SimOptions{});
+  const Span& touch = r.timeline.spans[1];
+  const Span& load = r.timeline.spans.back();
+  ASSERT_GT(touch.end_s - touch.start_s, 1e-3);
+  EXPECT_NEAR(load.start_s, 0, 1e-12);  // beside the touch, not after it
+  EXPECT_NEAR(load.end_s, 1e-3, 1e-9);
+  EXPECT_EQ(load.lane, Lane::copy);  // accounted as copy time
+}
+
+}  // namespace
+}  // namespace tessel::sim
