@@ -241,7 +241,9 @@ TEST(Locality, NeverLeavesADeviceWithoutComputeOnTheBuiltInWorkloads) {
         for (NodeId id : g.ids())
           if (g.node(id).kind == NodeKind::einsum)
             most = std::max(most, p.decomposition.plan(id).partition.num_blocks());
-        if (most >= n) EXPECT_TRUE(p.idle_devices.empty()) << w << " " << s << " n=" << n;
+        if (most >= n) {
+          EXPECT_TRUE(p.idle_devices.empty()) << w << " " << s << " n=" << n;
+        }
         // Per node: at most ⌈blocks / n⌉ blocks on one device.
         for (NodeId id : g.ids()) {
           if (g.node(id).kind != NodeKind::einsum) continue;

@@ -170,7 +170,9 @@ TEST(Fuse, BuiltInCollectiveWorkloadsFuse) {
     FusedGraph f;
     const double fused = run_fused(tg, m, "flow", &f).makespan_s;
     EXPECT_GT(f.fused_kernels, 0) << w.workload;
-    if (w.sooner) EXPECT_LT(fused, 0.8 * bulk) << w.workload;
+    if (w.sooner) {
+      EXPECT_LT(fused, 0.8 * bulk) << w.workload;
+    }
   }
 }
 

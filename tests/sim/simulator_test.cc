@@ -74,7 +74,7 @@ TEST(Simulator, ComputeAndCommunicationOverlapPerfectlyWithFactorsOne) {
   BufferId in = b.input(0, 1'000'000);
   b.compute(0, 1e9, 0, {});
   b.move(in, 1);
-  m.interference.normal = {1, 1};
+  m.interference.normal = {1, 1, "test"};
   for (const char* model : kModels) {
     SimResult r = simulate(b.graph(), m, options(model));
     EXPECT_EQ(ps(r.makespan_s), 1'000'000'000) << model;
@@ -88,7 +88,7 @@ TEST(Simulator, InterferenceSlowsBothLanesWhileBothAreBusy) {
   // The move ends at 200 µs; compute has done 200/1.5 µs of its 1000 by then and runs
   // the remaining 866.67 µs alone: 1066.667 µs.
   Machine m = switch_machine(2, 0, 1e10);
-  m.interference.normal = {1.5, 2.0};
+  m.interference.normal = {1.5, 2.0, "test"};
   TgBuilder b(2);
   BufferId in = b.input(0, 1'000'000);
   b.compute(0, 1e9, 0, {});
@@ -104,8 +104,8 @@ TEST(Simulator, InterferenceSlowsBothLanesWhileBothAreBusy) {
 
 TEST(Simulator, HighPriorityRowAndReservedSmsChooseTheFactors) {
   Machine m = switch_machine(2, 0, 1e10);
-  m.interference.normal = {1.5, 2.0};
-  m.interference.high = {1.25, 1.0};
+  m.interference.normal = {1.5, 2.0, "test"};
+  m.interference.high = {1.25, 1.0, "test"};
   m.interference.comm_priority = CommPriority::high;
   TgBuilder b(2);
   BufferId in = b.input(0, 1'000'000);

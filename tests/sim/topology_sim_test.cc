@@ -124,8 +124,9 @@ TEST(TopologySim, ChannelsOfOnePairSpreadOverEqualCostPaths) {
     EXPECT_NEAR(r.makespan_s, 14e-6 + 1e9 / 25e9, 1e-12) << model;
     // Each spine's links carry one move's bytes.
     for (std::size_t l = 0; l < m.links.size(); ++l)
-      if (m.links[l].name.find("spine") != std::string::npos && r.link_bytes[l] != 0)
+      if (m.links[l].name.find("spine") != std::string::npos && r.link_bytes[l] != 0) {
         EXPECT_EQ(r.link_bytes[l], 1'000'000'000) << m.links[l].name << " " << model;
+      }
   }
 }
 

@@ -104,8 +104,9 @@ TEST_F(CudaExecutorTest, TimelineRespectsDependenciesAndBspPhases) {
     if (policy != Policy::bsp) continue;
     for (std::size_t i = 0; i < tg.tasks.size(); ++i)
       for (std::size_t j = 0; j < tg.tasks.size(); ++j)
-        if (bsp_phase(tg.tasks[j]) < bsp_phase(tg.tasks[i]))
+        if (bsp_phase(tg.tasks[j]) < bsp_phase(tg.tasks[i])) {
           EXPECT_GE(r.timeline.spans[i].start_s + slack_s, r.timeline.spans[j].end_s) << i << " after " << j;
+        }
   }
 }
 
