@@ -274,6 +274,7 @@ class Run {
         if (!run) return;
         run->stop_all();
         run->go_.store(true, std::memory_order_release);
+        run->go_.notify_all();
         try {
           run->pool_.wait();
         } catch (...) {  // already unwinding: the first error is the one reported
@@ -286,6 +287,7 @@ class Run {
       release.run = nullptr;
       stop_all();
       go_.store(true, std::memory_order_release);
+      go_.notify_all();
       pool_.wait();
       std::rethrow_exception(error_);
     }
@@ -299,6 +301,7 @@ class Run {
       if (tg_.tasks[i].deps.empty() && involved_[i]) make_ready(static_cast<std::int32_t>(i));
     if (involved == 0) stop_all();
     go_.store(true, std::memory_order_release);
+    go_.notify_all();
     release.run = nullptr;
     pool_.wait();
     if (error_) std::rethrow_exception(error_);
@@ -452,7 +455,15 @@ class Run {
       return;
     }
     workers_ready_.fetch_add(1, std::memory_order_acq_rel);
-    while (!go_.load(std::memory_order_acquire)) cpu_relax();
+    if (link_) {
+      // mpirun binds a rank to one core, the core this worker is pinned to: a worker
+      // spinning here would hold it until the scheduler's next tick (4 ms) while the
+      // rank's main thread waits on it to start the clock and enter the start barrier
+      // with the other ranks (link_->started). Sleep instead.
+      go_.wait(false, std::memory_order_acquire);
+    } else {
+      while (!go_.load(std::memory_order_acquire)) cpu_relax();
+    }
     for (;;) {
       std::int32_t task = -1;
       {
