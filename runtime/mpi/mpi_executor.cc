@@ -38,7 +38,8 @@ class LinkTrace {
   }
   static void event(const char* what, long id = -1, double value = 0) {
     if (!on()) return;
-    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    const double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
     char line[128];
     std::snprintf(line, sizeof line, "%.1f %s %ld %.1f", us, what, id, value);
     std::lock_guard<std::mutex> lock(mutex());
@@ -364,7 +365,10 @@ class MpiLink final : public RemoteLink {
             std::sort(done.begin(), done.begin() + count);
             for (int k = 0; k < count; ++k) {
               Pending& p = pending_[static_cast<std::size_t>(done[static_cast<std::size_t>(k)])];
-              LinkTrace::event(p.kind == Pending::recv ? "recv_done" : p.kind == Pending::send ? "send_done" : "barrier_done", p.id);
+              LinkTrace::event(p.kind == Pending::recv   ? "recv_done"
+                               : p.kind == Pending::send ? "send_done"
+                                                         : "barrier_done",
+                               p.id);
               if (p.kind == Pending::recv) {
                 run_.received(TaskId(p.id), seconds());
                 ++received_;
