@@ -42,7 +42,10 @@ struct ReadyQueue {
   std::atomic<std::int32_t> size{0};  // heap.size(), readable without the lock
 };
 
-constexpr int kSpins = 20000;  // about 50-100 us of pause instructions
+// A worker's spin before it sleeps: 20,000 pause instructions, ~490 us on the development
+// machine's AMD EPYC (about 63 cycles each at 2.6 GHz; min of 200 loops, measured
+// 2026-11-24). Its length is the CPU's pause latency times 20,000, so it differs by CPU.
+constexpr int kSpins = 20000;
 constexpr std::chrono::microseconds kLinkSpin{50};  // with a RemoteLink: yields instead (see worker())
 
 inline void cpu_relax() {
@@ -274,6 +277,7 @@ class Run {
         if (!run) return;
         run->stop_all();
         run->go_.store(true, std::memory_order_release);
+        run->go_.notify_all();
         try {
           run->pool_.wait();
         } catch (...) {  // already unwinding: the first error is the one reported
@@ -286,6 +290,7 @@ class Run {
       release.run = nullptr;
       stop_all();
       go_.store(true, std::memory_order_release);
+      go_.notify_all();
       pool_.wait();
       std::rethrow_exception(error_);
     }
@@ -299,6 +304,7 @@ class Run {
       if (tg_.tasks[i].deps.empty() && involved_[i]) make_ready(static_cast<std::int32_t>(i));
     if (involved == 0) stop_all();
     go_.store(true, std::memory_order_release);
+    go_.notify_all();
     release.run = nullptr;
     pool_.wait();
     if (error_) std::rethrow_exception(error_);
@@ -452,11 +458,19 @@ class Run {
       return;
     }
     workers_ready_.fetch_add(1, std::memory_order_acq_rel);
-    while (!go_.load(std::memory_order_acquire)) cpu_relax();
+    if (link_) {
+      // mpirun binds a rank to one core, the core this worker is pinned to: a worker
+      // spinning here would hold it until the scheduler's next tick (4 ms) while the
+      // rank's main thread waits on it to start the clock and enter the start barrier
+      // with the other ranks (link_->started). Sleep instead.
+      go_.wait(false, std::memory_order_acquire);
+    } else {
+      while (!go_.load(std::memory_order_acquire)) cpu_relax();
+    }
     for (;;) {
       std::int32_t task = -1;
       {
-        // A worker owns its core: spin a little before sleeping, so that a task made
+        // A worker owns its core: spin (kSpins, ~0.5 ms here) before sleeping, so that a task made
         // ready by another worker starts within a microsecond instead of after a
         // futex wake-up (tens of microseconds on a loaded machine).
         if (link_) {

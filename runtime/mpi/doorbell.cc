@@ -1,14 +1,18 @@
 #include "runtime/mpi/doorbell.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 
@@ -29,6 +33,35 @@ void futex_wake(std::atomic<std::uint32_t>* word, bool shared) {
                 nullptr, nullptr, 0);
 }
 
+constexpr const char* kPrefix = "tessel-bells-";  // then the creator's pid, '-', a counter
+
+// Removes the segments of jobs whose rank 0 died between making its segment and unlinking
+// it (killed during setup, or aborted by another rank's failure there). A name carries
+// its creator's pid: a segment whose creator no longer exists is stale. (A pid reused by
+// a live process keeps its stale segment; only ever too little is removed.)
+void remove_stale_segments() {
+  DIR* dir = opendir("/dev/shm");
+  if (!dir) return;
+  const std::size_t prefix = std::strlen(kPrefix);
+  while (const dirent* e = readdir(dir)) {
+    if (std::strncmp(e->d_name, kPrefix, prefix) != 0) continue;
+    char* end = nullptr;
+    const long pid = std::strtol(e->d_name + prefix, &end, 10);
+    if (pid <= 0 || *end != '-' || pid == static_cast<long>(getpid())) continue;
+    if (kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to ask)
+    char name[300];
+    std::snprintf(name, sizeof name, "/%s", e->d_name);
+    (void)shm_unlink(name);
+  }
+  closedir(dir);
+}
+
+// Tests: TESSEL_MPI_FAULT=0:setup kills rank 0 right after it has made the segment.
+bool killed_in_setup(int rank) {
+  const char* f = std::getenv("TESSEL_MPI_FAULT");
+  return f && rank == 0 && std::strcmp(f, "0:setup") == 0;
+}
+
 }  // namespace
 
 Doorbells::Doorbells(MPI_Comm comm) {
@@ -44,8 +77,10 @@ Doorbells::Doorbells(MPI_Comm comm) {
     static std::atomic<int> made{0};  // several executors in one process: one segment each
     mapped_bytes_ = sizeof(Slot) * static_cast<std::size_t>(ranks_);
     char name[64] = {};
-    if (rank_ == 0)
-      std::snprintf(name, sizeof name, "/tessel-bells-%ld-%d", static_cast<long>(getpid()), made.fetch_add(1));
+    if (rank_ == 0) {
+      remove_stale_segments();
+      std::snprintf(name, sizeof name, "/%s%ld-%d", kPrefix, static_cast<long>(getpid()), made.fetch_add(1));
+    }
     void* at = MAP_FAILED;
     if (rank_ == 0) {
       const int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
@@ -54,6 +89,7 @@ Doorbells::Doorbells(MPI_Comm comm) {
           at = mmap(nullptr, mapped_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         close(fd);
       }
+      if (killed_in_setup(rank_)) ::raise(SIGKILL);
       if (at != MAP_FAILED) {
         auto* slots = static_cast<Slot*>(at);
         for (int r = 0; r < ranks_; ++r) new (&slots[r]) Slot();

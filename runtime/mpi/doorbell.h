@@ -15,9 +15,12 @@
 // ring makes the wake-up call only then) and `announced` (messages posted to the rank so
 // far: while more were announced than it has received, a transfer is under way).
 //
-// The segment is POSIX shared memory (shm_open) made by rank 0 and mapped by every rank;
-// it exists only where every rank of the communicator runs on the same machine (MPI's
-// MPI_COMM_TYPE_SHARED split). Otherwise, or where the segment cannot be made, only the
+// The segment is POSIX shared memory (shm_open, /dev/shm/tessel-bells-PID-N with PID rank
+// 0's process id) made by rank 0 and mapped by every rank; rank 0 unlinks it as soon as
+// every rank has mapped it. A segment whose rank 0 died before that (killed during setup)
+// is removed by the next job's rank 0 on the machine: one whose PID no longer exists.
+// A segment is made only where every rank of the communicator runs on the same machine
+// (MPI's MPI_COMM_TYPE_SHARED split). Otherwise, or where the segment cannot be made, only the
 // rank's own bell works (its workers can still wake it), ring() of another rank does
 // nothing, and announced() stays 0: the caller must poll (shared() says which).
 

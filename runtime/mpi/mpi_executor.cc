@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -22,17 +24,60 @@
 
 namespace tessel::runtime {
 
+namespace {
+
+// TESSEL_MPI_TRACE=1: each rank prints its link's events to stderr at the end of every
+// run, one line each — `TRACE rR <steady-clock us> <event> <task or -1> <value>` — so that
+// where a move's time goes (packed and handed over, posted, completed, the thread's
+// waits) can be read off both ranks on one clock (all ranks of one machine share it).
+class LinkTrace {
+ public:
+  static bool on() {
+    static const bool v = std::getenv("TESSEL_MPI_TRACE") != nullptr;
+    return v;
+  }
+  static void event(const char* what, long id = -1, double value = 0) {
+    if (!on()) return;
+    const double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    char line[128];
+    std::snprintf(line, sizeof line, "%.1f %s %ld %.1f", us, what, id, value);
+    std::lock_guard<std::mutex> lock(mutex());
+    lines().emplace_back(line);
+  }
+  static void flush(int rank) {
+    if (!on()) return;
+    std::lock_guard<std::mutex> lock(mutex());
+    for (const std::string& l : lines()) std::fprintf(stderr, "TRACE r%d %s\n", rank, l.c_str());
+    lines().clear();
+  }
+
+ private:
+  static std::mutex& mutex() {
+    static std::mutex m;
+    return m;
+  }
+  static std::vector<std::string>& lines() {
+    static std::vector<std::string> l;
+    return l;
+  }
+};
+
+}  // namespace
+
 // The RemoteLink of one rank: the communication thread and its MPI requests.
 class MpiLink final : public RemoteLink {
  public:
   MpiLink(MPI_Comm comm, int rank, int ranks, Policy policy, bool pin_threads)
       : comm_(comm), rank_(rank), ranks_(ranks), policy_(policy), pin_threads_(pin_threads), bells_(comm) {
-    if (const char* f = std::getenv("TESSEL_MPI_FAULT")) {  // tests: RANK:TASK or RANK:kill
+    if (const char* f = std::getenv("TESSEL_MPI_FAULT")) {  // tests: RANK:TASK, RANK:any, RANK:kill, 0:setup
       std::string s(f);
       auto colon = s.find(':');
       if (colon != std::string::npos && std::atoi(s.substr(0, colon).c_str()) == rank) {
         std::string what = s.substr(colon + 1);
-        if (what == "kill")
+        if (what == "setup")
+          ;  // Doorbells: rank 0 dies while making its shared segment
+        else if (what == "kill")
           fault_kill_ = true;
         else if (what == "any")
           fault_any_ = true;
@@ -41,7 +86,13 @@ class MpiLink final : public RemoteLink {
       }
     }
   }
-  ~MpiLink() override { stop_thread(true); }
+  ~MpiLink() override {
+    stop_thread(true);
+    if (!thread_.joinable()) return;
+    quit_ = true;
+    bells_.ring(rank_);
+    thread_.join();
+  }
 
   void configure(int first, int last, int devices) {
     first_ = first;
@@ -98,6 +149,7 @@ class MpiLink final : public RemoteLink {
 
   void started(std::chrono::steady_clock::time_point t0) override {
     t0_ = t0;
+    LinkTrace::event("clock_started");
     // Every rank's workers have placed their buffers (which takes each rank its own time:
     // tens of milliseconds for large graphs): start the tasks together, or a move sent at
     // one rank's start would be timed until the other rank is ready to receive it.
@@ -112,7 +164,19 @@ class MpiLink final : public RemoteLink {
       else
         std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
-    thread_ = std::thread([this] { loop(); });
+    LinkTrace::event("start_barrier_passed");
+    // The run goes to the communication thread, started at the first run and kept: a
+    // thread created for every run queued behind every runnable thread of the machine
+    // (the scheduler's debit for a new thread) and its first transfer waited with it,
+    // up to a scheduler tick (4 ms) on a loaded machine.
+    {
+      std::lock_guard<std::mutex> lock(state_mutex_);
+      running_ = true;
+    }
+    if (thread_.joinable())
+      bells_.ring(rank_);
+    else
+      thread_ = std::thread([this] { loop(); });
   }
 
   void before_task(TaskId task) override {
@@ -140,6 +204,7 @@ class MpiLink final : public RemoteLink {
   }
 
   void send(TaskId move, std::vector<std::byte> data) override {
+    LinkTrace::event("send_handed", move.value, data.size());
     {
       std::lock_guard<std::mutex> lock(mutex_);
       commands_.push_back(Command{Command::send, move.value, std::move(data)});
@@ -157,6 +222,8 @@ class MpiLink final : public RemoteLink {
 
   void end(bool failed) override {
     stop_thread(failed);
+    LinkTrace::event("end");
+    LinkTrace::flush(rank_);
     if (failed) {
       // The job is about to be aborted; requests still open are left to MPI_Abort.
       requests_.clear();
@@ -185,18 +252,22 @@ class MpiLink final : public RemoteLink {
     pending_.push_back(std::move(p));
   }
 
+  // Ends the run on the communication thread (waits for it to finish the run's transfers,
+  // unless `abandon`); the thread stays for the next run.
   void stop_thread(bool abandon) {
     if (!thread_.joinable()) return;
     abandon_ = abandon;
     ending_ = true;
     bells_.ring(rank_);
-    thread_.join();
+    std::unique_lock<std::mutex> lock(state_mutex_);
+    state_cv_.wait(lock, [this] { return !running_; });
   }
 
   double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count(); }
 
-  // The communication thread: posts what the workers hand over, completes requests and
-  // reports arrivals and finished phases, until the run has ended and nothing is open.
+  // The communication thread (one per link, kept from run to run): during a run it posts
+  // what the workers hand over, completes requests and reports arrivals and finished
+  // phases, until the run has ended and nothing is open.
   //
   // It polls MPI (MPI_Testsome) only while it knows a transfer is under way — a send or a
   // barrier of its own not yet complete, or a message announced to this rank not yet
@@ -214,6 +285,9 @@ class MpiLink final : public RemoteLink {
   static constexpr std::chrono::milliseconds kIdleWait{20};  // a safety net: a ring wakes it at once
   static constexpr std::chrono::microseconds kPollWait{50};  // no shared doorbells: nothing rings
 
+  // The communication thread: between runs it sleeps on its doorbell and makes no MPI
+  // call (the main thread makes them: MPI_THREAD_SERIALIZED); started() hands it a run
+  // (running_), and it hands the run back (running_ false) when the run has ended.
   void loop() {
     prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);  // timed waits end within ~1 us, not the default 50 us
     if (pin_threads_) {
@@ -225,6 +299,28 @@ class MpiLink final : public RemoteLink {
       for (unsigned c = 0; c < std::max(1u, std::thread::hardware_concurrency()); ++c) CPU_SET(c, &all);
       pthread_setaffinity_np(pthread_self(), sizeof all, &all);
     }
+    for (;;) {
+      for (;;) {
+        const std::uint32_t bell = bells_.seen();
+        if (quit_) return;
+        {
+          std::lock_guard<std::mutex> lock(state_mutex_);
+          if (running_) break;
+        }
+        bells_.wait(bell, kIdleWait);
+      }
+      run_transfers();
+      {
+        std::lock_guard<std::mutex> lock(state_mutex_);
+        running_ = false;
+      }
+      state_cv_.notify_all();
+    }
+  }
+
+  // One run's transfers: returns when the run has ended and nothing is open, at once when
+  // it is abandoned, or after a failure (reported through run_.failed).
+  void run_transfers() {
     std::vector<Command> commands;
     std::vector<int> done(16);
     auto last_event = std::chrono::steady_clock::now();
@@ -245,6 +341,7 @@ class MpiLink final : public RemoteLink {
           if (c.kind == Command::send) {
             const Task& t = tg_->tasks[static_cast<std::size_t>(c.id)];
             const int to = rank_of(t.dst_device);
+            LinkTrace::event("isend", c.id);
             MPI_Isend(c.data.data(), static_cast<int>(c.data.size()), MPI_BYTE, to, c.id, comm_, &req);
             add(req, Pending{Pending::send, c.id, std::move(c.data)});
             ++sends_open_;
@@ -268,6 +365,10 @@ class MpiLink final : public RemoteLink {
             std::sort(done.begin(), done.begin() + count);
             for (int k = 0; k < count; ++k) {
               Pending& p = pending_[static_cast<std::size_t>(done[static_cast<std::size_t>(k)])];
+              LinkTrace::event(p.kind == Pending::recv   ? "recv_done"
+                               : p.kind == Pending::send ? "send_done"
+                                                         : "barrier_done",
+                               p.id);
               if (p.kind == Pending::recv) {
                 run_.received(TaskId(p.id), seconds());
                 ++received_;
@@ -311,10 +412,14 @@ class MpiLink final : public RemoteLink {
         if (now - last_event < kSpin) {
           std::this_thread::yield();
         } else if (under_way) {
+          LinkTrace::event("wait_underway", -1, next_wait.count());
           bells_.wait(bell, next_wait);
+          LinkTrace::event("woke");
           next_wait = std::min(2 * next_wait, kLongestWait);
         } else {
+          LinkTrace::event("wait_idle");
           bells_.wait(bell, bells_.shared() ? kIdleWait : kPollWait);
+          LinkTrace::event("woke");
         }
       }
     } catch (...) {
@@ -339,7 +444,10 @@ class MpiLink final : public RemoteLink {
   RemoteRun run_;
   std::chrono::steady_clock::time_point t0_;
   std::thread thread_;
-  std::atomic<bool> ending_{false}, abandon_{false};
+  std::atomic<bool> ending_{false}, abandon_{false}, quit_{false};
+  std::mutex state_mutex_;
+  std::condition_variable state_cv_;
+  bool running_ = false;  // under state_mutex_: the thread has a run
   std::mutex mutex_;
   std::vector<Command> commands_;  // from the workers, under mutex_
   std::vector<MPI_Request> requests_;
@@ -453,6 +561,7 @@ RunResult MpiExecutor::run(const Graph& g, const TaskGraph& tg, const TensorMap&
     throw mpi::CollectiveError("--backend mpi: the job has " + std::to_string(ranks_) + " ranks but the task graph only " +
                                std::to_string(tg.num_devices) + " devices (every rank owns at least one): start at most " +
                                std::to_string(tg.num_devices) + " ranks (mpirun -np) or use more devices (-d)");
+  LinkTrace::event("run_enter");
   mpi::lazy_barrier();  // rank 0 may still be busy (the reference): wait without spinning
   {
     const std::uint64_t mine = run_fingerprint(g, tg, inputs);
@@ -468,7 +577,9 @@ RunResult MpiExecutor::run(const Graph& g, const TaskGraph& tg, const TensorMap&
   if (offsets_.empty()) offsets_ = mpi::clock_offsets();
   auto [first, last] = devices_of(rank_, ranks_, tg.num_devices);
   link_->configure(first, last, tg.num_devices);
+  LinkTrace::event("barrier_in");
   MPI_Barrier(MPI_COMM_WORLD);  // every rank's clock starts at about the same moment
+  LinkTrace::event("barrier_out");
   RunResult r;
   try {
     r = cpu_->run(g, tg, inputs);
@@ -568,6 +679,8 @@ RunResult MpiExecutor::run(const Graph& g, const TaskGraph& tg, const TensorMap&
     std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.task < b.task; });
     r.timeline.spans = std::move(spans);
   }
+  LinkTrace::event("run_exit");
+  LinkTrace::flush(rank_);
   r.timeline.source = std::string("mpi-") + std::string(to_string(policy_));
   return r;
 }

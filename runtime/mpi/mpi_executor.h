@@ -24,7 +24,8 @@
 // the whole job (mpi::abort_job: `tessel: error: rank R of N: cpu executor: task T
 // (...) failed: ...`, then MPI_Abort); a killed rank is reported by mpirun, which ends
 // the others. For tests, TESSEL_MPI_FAULT=RANK:TASK makes that rank's task throw and
-// TESSEL_MPI_FAULT=RANK:kill makes that rank kill itself (SIGKILL) at its first task.
+// TESSEL_MPI_FAULT=RANK:kill makes that rank kill itself (SIGKILL) at its first task;
+// TESSEL_MPI_FAULT=0:setup kills rank 0 while it makes the doorbells' segment (doorbell.h).
 
 #include <memory>
 

@@ -2,7 +2,9 @@
 # The MPI backend's tests (ctest label mpi), each a few mpirun jobs on small graphs:
 #   mpi_test.sh TESSEL workloads NP POLICY  every built-in workload, checked against the reference
 #   mpi_test.sh TESSEL faults               an exception inside a task, a killed rank: the job ends
-#                                           (bounded time) naming the rank (and the task)
+#                                           (bounded time) naming the rank (and the task); a
+#                                           segment left in /dev/shm by a rank 0 killed during
+#                                           setup is removed by the next job
 #   mpi_test.sh TESSEL bad                  more ranks than devices, ranks given different inputs:
 #                                           one clear error, non-zero exit, no partial file
 #   mpi_test.sh TESSEL trace                one trace from rank 0 with every device's spans
@@ -92,6 +94,29 @@ assert np.allclose(c, a @ b, atol=1e-4), 'wrong result'"; then
         echo "ok: a killed rank 1 ($policy) ends the job (exit $rc)"
       fi
     done
+    # Rank 0 killed after making the doorbells' shared-memory segment, before unlinking it:
+    # the segment it leaves in /dev/shm is removed by the next job's rank 0.
+    if [ -d /dev/shm ]; then
+      segments() { ls /dev/shm | grep '^tessel-bells-' | sort; }
+      before=$(segments)
+      TESSEL_MPI_FAULT=0:setup mpi 2 run -w chain:size=64 -d 2 --backend mpi
+      left=$(comm -13 <(echo "$before") <(segments))
+      if [ $rc -eq 0 ] || [ $rc -eq 124 ]; then
+        bad "rank 0 killed in setup: exit $rc"; cat "$tmp/out"
+      elif [ -z "$left" ]; then
+        bad "rank 0 killed in setup left no segment behind (the fault was not injected?)"; cat "$tmp/out"
+      else
+        mpi 2 run -w chain:size=64 -d 2 --backend mpi
+        still=$(comm -12 <(echo "$left") <(segments))
+        if [ $rc -ne 0 ]; then
+          bad "the job after rank 0 was killed in setup: exit $rc"; cat "$tmp/out"
+        elif [ -n "$still" ]; then
+          bad "the stale segment $still was not removed by the next job"
+        else
+          echo "ok: the segment left by rank 0 killed in setup ($left) was removed by the next job"
+        fi
+      fi
+    fi
     ;;
   bad)
     mpi 4 run -w chain:size=64 -d 2 --backend mpi --trace "$tmp/t.json"
