@@ -36,8 +36,12 @@ struct SearchReport {
   std::string start_strategy;  // the fastest start
   double start_makespan_s = 0;
   double final_makespan_s = 0;
-  std::map<std::string, double> starts;  // every start simulated: strategy → makespan
+  std::map<std::string, double> starts;  // every start simulated to its end: strategy → makespan
+  // Starts whose simulation stopped when its clock passed the best makespan before it
+  // (they cannot be the start): strategy → that clock, below their makespan.
+  std::map<std::string, double> starts_stopped;
   int evaluations = 0;                   // simulations, starts included
+  int stopped_by_bound = 0;              // of them, stopped early: they could not be kept
   double elapsed_s = 0;
   bool budget_reached = false;  // false: stopped by PlanOptions::search_evaluations
   struct Moves {

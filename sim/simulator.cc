@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <atomic>
 #include <cmath>
 #include <chrono>
 #include <limits>
@@ -52,7 +53,9 @@ class Run {
     auto wall0 = std::chrono::steady_clock::now();
     setup();
     loop();
-    SimResult r = finish();
+    SimResult r;
+    if (stopped_ < 0) r = finish();
+    else r.stopped = true, r.makespan_s = to_seconds(stopped_), r.events = events_;  // SimOptions::stop_after_s, cancel
     r.sim_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
     return r;
   }
@@ -403,6 +406,10 @@ class Run {
       SimTime t = std::min(queue_.next_time(), network_->next_time());
       if (t == kNever) break;
       if (t >= kMaxSimTime) fail_clock_limit();
+      if (completed_ < n_ && (t > stop_at_ || (o_.cancel && o_.cancel->load(std::memory_order_relaxed)))) {
+        stopped_ = t;  // tasks end at t or later: the makespan is at least t
+        return;
+      }
       do {
         while (queue_.next_time() == t) {
           Event e = queue_.pop();
@@ -1192,6 +1199,7 @@ class Run {
   std::int64_t ready_seq_ = 0;
   std::int64_t events_ = 0;
   std::int32_t completed_ = 0;
+  SimTime stop_at_ = std::isfinite(o_.stop_after_s) ? to_sim_time(std::max(0.0, o_.stop_after_s)) : kNever, stopped_ = -1;
 };
 
 }  // namespace
