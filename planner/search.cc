@@ -75,6 +75,7 @@ class Searcher {
         try {
           PlanOptions alt = o_;
           alt.placement = placement;
+          alt.refine = false;  // pooled for `adopt` only: the DP's plan will do
           pool_.push_back(plan(g_, s, alt).decomposition);
         } catch (const Error&) {
         }
