@@ -22,6 +22,10 @@
 //                   whose resident weights exceed a device's memory is solved again with
 //                   their replication priced (1/64, 1/16, ... 64 per element, a Lagrange
 //                   multiplier on the memory they take), the first price that fits kept.
+//   refinement      with a machine (PlanOptions::refine), the DP's plan is refined by
+//                   simulation: hill climbing over factor-of-two resplits of one einsum
+//                   at a time, each lowered and simulated, within a fixed amount of
+//                   simulated work (simulated_best, simulated_choice.cc).
 
 #include <memory>
 #include <string>
