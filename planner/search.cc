@@ -170,10 +170,15 @@ class Searcher {
   // `bound` (above) or, when `cancellable`, when the budget runs out (cancelled; also
   // before lowering once it has). refused: the lowering or the simulator refuses it.
   Outcome evaluate(const Decomposition& d, SearchReport& rep, double bound, bool cancellable) {
-    if (cancellable && cancel_) return {Outcome::cancelled, 0};
+    // Lowering cannot be cancelled: not begun when the mean so far would end past the budget.
+    if (cancellable && (cancel_ || (lowerings_ > 0 && elapsed() + lower_s_ / lowerings_ > o_.budget_s)))
+      return {Outcome::cancelled, 0};
     Outcome r;
     try {
+      const auto t = Clock::now();
       TaskGraph tg = lower(g_, d);
+      lower_s_ += std::chrono::duration<double>(Clock::now() - t).count();
+      ++lowerings_;
       sim::SimOptions so;  // flow network, async, longest-path priority
       so.stop_after_s = bound;
       if (cancellable) so.cancel = &cancel_;
@@ -290,6 +295,8 @@ class Searcher {
   Decomposition best_;
   double best_s_ = std::numeric_limits<double>::infinity();
   std::atomic<bool> cancel_{false};  // the budget has run out (set by run()'s watchdog)
+  double lower_s_ = 0;               // seconds spent lowering, over
+  int lowerings_ = 0;                // this many lowerings
 };
 
 class Search final : public Strategy {
