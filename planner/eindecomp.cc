@@ -260,9 +260,9 @@ Partitioning solve(const Graph& g, const PlanOptions& o, const DpCost& cost) {
 
 namespace {
 
-// eindecomp_partition's DP under one cost variant, then the memory step of resident weights.
-Partitioning solve_fitting(const Graph& g, const PlanOptions& o, const CostVariant& v) {
-  Partitioning p = solve(g, o, *make_dp_cost(g, o, 0, v));
+// eindecomp_partition's DP, then the memory step of resident weights.
+Partitioning solve_fitting(const Graph& g, const PlanOptions& o) {
+  Partitioning p = solve(g, o, *make_dp_cost(g, o));
   if (o.weights != Weights::resident || !o.machine) return p;
   // Resident weights replicate for free but occupy memory on every holder: while they
   // exceed a device's memory, price their replication (a Lagrange multiplier on the
@@ -272,7 +272,7 @@ Partitioning solve_fitting(const Graph& g, const PlanOptions& o, const CostVaria
     Decomposition d = place(g, p, o.devices, o.placement, fpb);
     make_resident(g, d);
     if (device_over_memory(g, d, *o.machine) < 0) break;
-    p = solve(g, o, *make_dp_cost(g, o, price, v));
+    p = solve(g, o, *make_dp_cost(g, o, price));
   }
   return p;
 }
@@ -280,7 +280,7 @@ Partitioning solve_fitting(const Graph& g, const PlanOptions& o, const CostVaria
 }  // namespace
 
 Partitioning eindecomp_partition(const Graph& g, const PlanOptions& o) {
-  Partitioning p = solve_fitting(g, o, {});
+  Partitioning p = solve_fitting(g, o);
   if (!o.machine || !o.refine) return p;
   return simulated_best(g, o, {p});
 }

@@ -75,19 +75,11 @@ class DpCost {
   Prices prices_;
 };
 
-// A variant of the topology-weighted cost: the weight of an element crossing hosts
-// scaled by inter_host_scale; concentration false: every term as if its traffic were
-// spread over all devices (no n / holders factor).
-struct CostVariant {
-  double inter_host_scale = 1;
-  bool concentration = true;
-};
-
 // The DP's cost for `options`: topology-weighted (topology_cost.cc) when a machine is
 // given and the first `devices` devices span more than one host, elements otherwise;
 // inputs priced by input_prices(g, options.weights, at_rest_price).
 [[nodiscard]] std::unique_ptr<DpCost> make_dp_cost(const Graph& g, const PlanOptions& options,
-                                                   double at_rest_price = 0, const CostVariant& variant = {});
+                                                   double at_rest_price = 0);
 // Whether make_dp_cost(g, options) is topology-weighted.
 [[nodiscard]] bool topology_weighted(const Graph& g, const PlanOptions& options);
 

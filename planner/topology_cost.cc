@@ -35,8 +35,8 @@ namespace {
 
 class TopologyCost final : public DpCost {
  public:
-  TopologyCost(Prices prices, int devices_log2, int host_log2, double w, bool concentrate)
-      : DpCost(std::move(prices)), n_log2_(devices_log2), g_log2_(host_log2), w_(w), concentrate_(concentrate) {
+  TopologyCost(Prices prices, int devices_log2, int host_log2, double w)
+      : DpCost(std::move(prices)), n_log2_(devices_log2), g_log2_(host_log2), w_(w) {
     const double n = std::ldexp(1.0, n_log2_), g = std::ldexp(1.0, g_log2_);
     repartition_weight_ = ((g - 1) + w_ * (n - g)) / (n - 1);
   }
@@ -102,7 +102,6 @@ class TopologyCost final : public DpCost {
   // n over the devices that send (or receive) a term's elements, when only `holders` of
   // the n devices hold what is sent (or receive what is summed).
   double concentration(double holders) const {
-    if (!concentrate_) return 1;
     const double n = std::ldexp(1.0, n_log2_);
     return n / std::clamp(holders, 1.0, n);
   }
@@ -114,7 +113,6 @@ class TopologyCost final : public DpCost {
 
   int n_log2_, g_log2_;
   double w_;
-  bool concentrate_;
   double repartition_weight_ = 1;
 };
 
@@ -124,8 +122,7 @@ bool topology_weighted(const Graph& g, const PlanOptions& o) {
   return dynamic_cast<const TopologyCost*>(make_dp_cost(g, o).get()) != nullptr;
 }
 
-std::unique_ptr<DpCost> make_dp_cost(const Graph& g, const PlanOptions& o, double at_rest_price,
-                                     const CostVariant& variant) {
+std::unique_ptr<DpCost> make_dp_cost(const Graph& g, const PlanOptions& o, double at_rest_price) {
   Prices prices = input_prices(g, o.weights, at_rest_price);
   if (!o.machine) return std::make_unique<DpCost>(std::move(prices));
   const Machine& m = *o.machine;
@@ -145,8 +142,7 @@ std::unique_ptr<DpCost> make_dp_cost(const Graph& g, const PlanOptions& o, doubl
   const double intra = m.route_bytes_per_s(m.route(DeviceId(0), DeviceId(1)));
   const double inter = m.route_bytes_per_s(m.route(DeviceId(0), DeviceId(per_host)));
   if (!(intra > 0) || !(inter > 0)) return std::make_unique<DpCost>(std::move(prices));
-  return std::make_unique<TopologyCost>(std::move(prices), n_log2, g_log2,
-                                        std::max(1.0, variant.inter_host_scale * intra / inter), variant.concentration);
+  return std::make_unique<TopologyCost>(std::move(prices), n_log2, g_log2, std::max(1.0, intra / inter));
 }
 
 }  // namespace tessel::planner
