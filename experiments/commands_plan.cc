@@ -25,7 +25,8 @@ json search_json(const planner::SearchReport& r, const SearchOptions& o) {
     moves[kind] = {{"tried", m.tried}, {"accepted", m.accepted}, {"improved", m.improved}, {"gain_s", m.gain_s}};
   return {{"start_strategy", r.start_strategy}, {"start_makespan_s", r.start_makespan_s},
           {"final_makespan_s", r.final_makespan_s}, {"starts_makespan_s", r.starts},
-          {"simulations", r.evaluations}, {"elapsed_s", r.elapsed_s}, {"budget_s", o.budget_s},
+          {"starts_stopped_at_s", r.starts_stopped}, {"simulations", r.evaluations},
+          {"simulations_stopped_by_bound", r.stopped_by_bound}, {"elapsed_s", r.elapsed_s}, {"budget_s", o.budget_s},
           {"seed", o.seed}, {"budget_reached", r.budget_reached}, {"moves", moves}};
 }
 
@@ -36,7 +37,9 @@ void print_search_report(const planner::SearchReport& r) {
               human_seconds(r.elapsed_s).c_str());
   std::printf("  starts:");
   for (const auto& [s, t] : r.starts) std::printf(" %s %s", s.c_str(), human_seconds(t).c_str());
-  std::printf("\n");
+  for (const auto& [s, t] : r.starts_stopped) std::printf(" %s > %s", s.c_str(), human_seconds(t).c_str());
+  std::printf("\n  %d of the simulations stopped early: their clock passed what could still be kept\n",
+              r.stopped_by_bound);
   for (const auto& [kind, m] : r.moves)
     std::printf("  moves %-8s tried %d, accepted %d, new best %d, took %s off\n", kind.c_str(), m.tried, m.accepted,
                 m.improved, human_seconds(m.gain_s).c_str());

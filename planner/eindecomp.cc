@@ -166,7 +166,11 @@ class EinDecomp final : public Strategy {
   std::string help() const override {
     return "EinDecomp's dynamic program over trees, shared nodes solved jointly with their consumers: minimises "
            "elements replicated, aggregated and repartitioned (replicas of resident weights free while they fit in "
-           "memory; with -m on several hosts: weighted by the bandwidth of the links they cross)";
+           "memory; with -m on several hosts: weighted by the bandwidth of the links they cross). With -m the DP's "
+           "plan is then refined on the machine: factor-of-two resplits of one einsum at a time (head and sequence "
+           "splits x2 / /2 and the like), each lowered and simulated (flow, async), the fastest kept, within a fixed "
+           "amount of simulated work (5 M tasks and events, or three simulations of the DP's plan where that is "
+           "more; deterministic, no clock)";
   }
   Partitioning partition(const Graph& g, const PlanOptions& o) const override { return eindecomp_partition(g, o); }
 };
@@ -254,7 +258,10 @@ Partitioning solve(const Graph& g, const PlanOptions& o, const DpCost& cost) {
 
 }  // namespace
 
-Partitioning eindecomp_partition(const Graph& g, const PlanOptions& o) {
+namespace {
+
+// eindecomp_partition's DP, then the memory step of resident weights.
+Partitioning solve_fitting(const Graph& g, const PlanOptions& o) {
   Partitioning p = solve(g, o, *make_dp_cost(g, o));
   if (o.weights != Weights::resident || !o.machine) return p;
   // Resident weights replicate for free but occupy memory on every holder: while they
@@ -268,6 +275,14 @@ Partitioning eindecomp_partition(const Graph& g, const PlanOptions& o) {
     p = solve(g, o, *make_dp_cost(g, o, price));
   }
   return p;
+}
+
+}  // namespace
+
+Partitioning eindecomp_partition(const Graph& g, const PlanOptions& o) {
+  Partitioning p = solve_fitting(g, o);
+  if (!o.machine || !o.refine) return p;
+  return simulated_best(g, o, {p});
 }
 
 std::unique_ptr<Strategy> make_eindecomp() { return std::make_unique<EinDecomp>(); }

@@ -22,6 +22,10 @@
 //                   whose resident weights exceed a device's memory is solved again with
 //                   their replication priced (1/64, 1/16, ... 64 per element, a Lagrange
 //                   multiplier on the memory they take), the first price that fits kept.
+//   refinement      with a machine (PlanOptions::refine), the DP's plan is refined by
+//                   simulation: hill climbing over factor-of-two resplits of one einsum
+//                   at a time, each lowered and simulated, within a fixed amount of
+//                   simulated work (simulated_best, simulated_choice.cc).
 
 #include <memory>
 #include <string>
@@ -76,6 +80,8 @@ class DpCost {
 // inputs priced by input_prices(g, options.weights, at_rest_price).
 [[nodiscard]] std::unique_ptr<DpCost> make_dp_cost(const Graph& g, const PlanOptions& options,
                                                    double at_rest_price = 0);
+// Whether make_dp_cost(g, options) is topology-weighted.
+[[nodiscard]] bool topology_weighted(const Graph& g, const PlanOptions& options);
 
 // The total of `p` under `cost`, the same terms as evaluate().
 [[nodiscard]] double dp_total(const Graph& g, const Partitioning& p, const DpCost& cost);
@@ -83,6 +89,18 @@ class DpCost {
 // EinDecomp with the DAG step above, under make_dp_cost(g, options), then the memory
 // step of resident weights above.
 [[nodiscard]] Partitioning eindecomp_partition(const Graph& g, const PlanOptions& options);
+
+// The candidate whose plan (placed under options.placement, weights made resident as
+// plan() does) simulates fastest on options.machine (flow, async); the first on ties and
+// when none simulates. Candidates equal once placed are simulated once; each simulation
+// stops when its clock passes the fastest so far. (simulated_choice.cc)
+// The work (tasks lowered plus events simulated) eindecomp -m spends refining its plan:
+// kRefineWork, or kRefineRuns times the DP's own plan where that is more (so that two
+// neighbours are simulated beside it however large the run).
+inline constexpr double kRefineWork = 5e6;
+inline constexpr double kRefineRuns = 3;
+[[nodiscard]] Partitioning simulated_best(const Graph& g, const PlanOptions& options,
+                                          const std::vector<Partitioning>& candidates);
 
 [[nodiscard]] std::unique_ptr<Strategy> make_eindecomp();
 

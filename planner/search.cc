@@ -2,10 +2,16 @@
 #include "planner/search.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <condition_variable>
+#include <mutex>
 #include <random>
+#include <stop_token>
+#include <thread>
 
 #include "core/error.h"
 #include "core/task_graph.h"
@@ -38,36 +44,63 @@ class Searcher {
   }
 
   Plan run(SearchReport& rep) {
-    // Starts: each strategy that can serve the request, simulated in order.
-    PlanOptions po = o_;
+    // The budget as a flag the simulator reads: a simulation under way when it runs out
+    // is abandoned rather than finished (a start at 1,024 devices can take minutes).
+    std::jthread watchdog([this](std::stop_token stop) {
+      std::mutex mu;
+      std::condition_variable_any cv;
+      std::unique_lock lock(mu);
+      const auto deadline =
+          t0_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(std::min(o_.budget_s, 1e6)));
+      if (!cv.wait_until(lock, stop, deadline, [] { return false; }) && !stop.stop_requested()) cancel_ = true;
+    });
+    // Starts: each strategy that can serve the request. Planned first, then simulated
+    // eindecomp first (the planner's own answer, usually the fastest: the bound for the
+    // others) and the rest by their analytic cost, cheapest first; each simulation stops
+    // as soon as its clock passes the best makespan so far (it cannot be the start).
+    struct Start {
+      const char* strategy;
+      Plan plan;
+    };
+    std::vector<Start> starts;
     for (const char* s : kStarts) {
-      Plan p;
+      if (cancel_ && !starts.empty()) break;
       try {
-        p = plan(g_, s, po);
+        starts.push_back({s, plan(g_, s, o_)});
       } catch (const Error&) {
         continue;  // e.g. n·k not a power of two for eindecomp
       }
       for (const char* placement : {"round-robin", "greedy"}) {
         if (placement == o_.placement) continue;
         try {
-          PlanOptions alt = po;
+          PlanOptions alt = o_;
           alt.placement = placement;
+          alt.refine = false;  // pooled for `adopt` only: the DP's plan will do
           pool_.push_back(plan(g_, s, alt).decomposition);
         } catch (const Error&) {
         }
       }
-      pool_.push_back(p.decomposition);  // pooled for `adopt` whether simulated or not
-      double t = evaluate(p.decomposition, rep);
-      if (std::isnan(t)) {  // would end past the budget: the next start may be smaller
+      pool_.push_back(starts.back().plan.decomposition);  // pooled for `adopt` whether simulated or not
+    }
+    std::stable_sort(starts.begin() + (starts.empty() ? 0 : 1), starts.end(), [](const Start& a, const Start& b) {
+      return a.plan.total_cost() < b.plan.total_cost();
+    });
+    for (std::size_t i = 0; i < starts.size(); ++i) {
+      const Start& s = starts[i];
+      // The first start is simulated whatever the budget; the others stop with it.
+      Outcome r = evaluate(s.plan.decomposition, rep, best_s_, /*cancellable=*/i > 0);
+      if (r.kind == Outcome::cancelled) {
         rep.budget_reached = true;
-        continue;
+        break;
       }
-      rep.starts[s] = t;
-      if (t < best_s_) {
-        best_s_ = t;
-        best_ = p.decomposition;
-        rep.start_strategy = s;
-        rep.start_makespan_s = t;
+      if (r.kind == Outcome::above) rep.starts_stopped[s.strategy] = r.makespan_s;
+      if (r.kind != Outcome::done) continue;
+      rep.starts[s.strategy] = r.makespan_s;
+      if (r.makespan_s < best_s_) {
+        best_s_ = r.makespan_s;
+        best_ = s.plan.decomposition;
+        rep.start_strategy = s.strategy;
+        rep.start_makespan_s = r.makespan_s;
       }
     }
     if (!std::isfinite(best_s_)) fail("strategy 'search': no start could be planned and simulated");
@@ -90,28 +123,30 @@ class Searcher {
         continue;
       }
       idle = 0;
-      double t = evaluate(next, rep);
-      if (std::isnan(t)) {
+      // Metropolis: a slower move is kept when u < exp(−Δ / (T·current)), that is when
+      // its makespan is below current·(1 − T·ln u). u is drawn first, so the simulation
+      // stops at that threshold: past it the move is refused whatever its makespan.
+      const double temp = kT0 / (1.0 + k++ / 16.0);
+      const double u = std::uniform_real_distribution<double>(0, 1)(rng_);
+      const double keep_below = cur_s * (1 - temp * std::log(u));
+      Outcome r = evaluate(next, rep, keep_below, true);
+      if (r.kind == Outcome::cancelled) {
         rep.budget_reached = true;
         break;
       }
       auto& mv = rep.moves[kind];
       ++mv.tried;
-      if (!std::isfinite(t)) continue;
-      const double temp = kT0 / (1.0 + k++ / 16.0);
-      const bool accept = t < cur_s || std::uniform_real_distribution<double>(0, 1)(rng_) <
-                                           std::exp(-(t - cur_s) / (temp * cur_s));
-      if (accept) {
-        ++mv.accepted;
-        cur = std::move(next);
-        cur_s = t;
-        if (t < best_s_) {
-          ++mv.improved;
-          mv.gain_s += best_s_ - t;
-          best_s_ = t;
-          best_ = cur;
-          progress(rep, kind);
-        }
+      if (r.kind != Outcome::done || !(r.makespan_s < keep_below)) continue;
+      const double t = r.makespan_s;
+      ++mv.accepted;
+      cur = std::move(next);
+      cur_s = t;
+      if (t < best_s_) {
+        ++mv.improved;
+        mv.gain_s += best_s_ - t;
+        best_s_ = t;
+        best_ = cur;
+        progress(rep, kind);
       }
     }
     rep.final_makespan_s = best_s_;
@@ -126,26 +161,36 @@ class Searcher {
  private:
   double elapsed() const { return std::chrono::duration<double>(Clock::now() - t0_).count(); }
 
-  // The makespan of `d`; infinity when lowering or simulating refuses it; NaN, without
-  // simulating, when the simulation is expected to end past the budget: its tasks times
-  // the seconds per task the simulations so far took (the first is always run).
-  double evaluate(const Decomposition& d, SearchReport& rep) {
-    auto t = Clock::now();
-    double makespan = std::numeric_limits<double>::infinity();
+  struct Outcome {
+    enum Kind : std::uint8_t { done, above, cancelled, refused } kind = refused;
+    double makespan_s = 0;  // done: the makespan; above: the clock when stopped, past the bound
+  };
+
+  // Lowers and simulates `d`, the simulation stopped as soon as its clock passes
+  // `bound` (above) or, when `cancellable`, when the budget runs out (cancelled; also
+  // before lowering once it has). refused: the lowering or the simulator refuses it.
+  Outcome evaluate(const Decomposition& d, SearchReport& rep, double bound, bool cancellable) {
+    // Lowering cannot be cancelled: not begun when the mean so far would end past the budget.
+    if (cancellable && (cancel_ || (lowerings_ > 0 && elapsed() + lower_s_ / lowerings_ > o_.budget_s)))
+      return {Outcome::cancelled, 0};
+    Outcome r;
     try {
+      const auto t = Clock::now();
       TaskGraph tg = lower(g_, d);
-      const double tasks = static_cast<double>(tg.size());
-      // A quarter over the estimate: simulation time per task varies from plan to plan.
-      if (tasks_ > 0 && elapsed() + 1.25 * tasks * (eval_s_ / tasks_) > o_.budget_s) return std::nan("");
+      lower_s_ += std::chrono::duration<double>(Clock::now() - t).count();
+      ++lowerings_;
       sim::SimOptions so;  // flow network, async, longest-path priority
-      makespan = sim::simulate(tg, *o_.machine, so).makespan_s;
-      eval_s_ += std::chrono::duration<double>(Clock::now() - t).count();
-      tasks_ += tasks;
+      so.stop_after_s = bound;
+      if (cancellable) so.cancel = &cancel_;
+      sim::SimResult res = sim::simulate(tg, *o_.machine, so);
+      if (res.stopped && !(res.makespan_s > bound)) return {Outcome::cancelled, 0};
+      r = {res.stopped ? Outcome::above : Outcome::done, res.makespan_s};
     } catch (const Error&) {
       // A move the lowering or the simulator refuses is simply not taken.
     }
     ++rep.evaluations;
-    return makespan;
+    if (r.kind == Outcome::above) ++rep.stopped_by_bound;
+    return r;
   }
 
   void progress(const SearchReport& rep, const std::string& what) const {
@@ -249,8 +294,9 @@ class Searcher {
   int per_host_ = 1;
   Decomposition best_;
   double best_s_ = std::numeric_limits<double>::infinity();
-  double eval_s_ = 0;  // lowering and simulating, all evaluations so far
-  double tasks_ = 0;   // their tasks
+  std::atomic<bool> cancel_{false};  // the budget has run out (set by run()'s watchdog)
+  double lower_s_ = 0;               // seconds spent lowering, over
+  int lowerings_ = 0;                // this many lowerings
 };
 
 class Search final : public Strategy {

@@ -19,9 +19,13 @@
 // evaluations; the fastest decomposition seen is returned, so the result is never
 // slower than the start. The random choices come from a generator seeded with
 // PlanOptions::seed, and the schedule counts evaluations, not seconds: with the same
-// seed, the same number of evaluations gives the same plan. The budget stops the search
-// before an evaluation expected (from the mean so far) to end past it; the starts are
-// simulated first, at least one whatever the budget.
+// seed, the same number of evaluations gives the same plan. Every simulation is bounded
+// (sim::SimOptions::stop_after_s): a start's by the best start so far, a move's by its
+// Metropolis threshold current·(1 − T·ln u), u drawn before simulating — past it the
+// move is refused whatever its makespan, so the bound changes no decision. The budget
+// (a watchdog setting SimOptions::cancel) abandons a simulation under way when it runs
+// out; the starts are planned first and simulated eindecomp first, then by analytic
+// cost, at least one whatever the budget.
 
 #include <functional>
 #include <map>
@@ -36,8 +40,12 @@ struct SearchReport {
   std::string start_strategy;  // the fastest start
   double start_makespan_s = 0;
   double final_makespan_s = 0;
-  std::map<std::string, double> starts;  // every start simulated: strategy → makespan
+  std::map<std::string, double> starts;  // every start simulated to its end: strategy → makespan
+  // Starts whose simulation stopped when its clock passed the best makespan before it
+  // (they cannot be the start): strategy → that clock, below their makespan.
+  std::map<std::string, double> starts_stopped;
   int evaluations = 0;                   // simulations, starts included
+  int stopped_by_bound = 0;              // of them, stopped early: they could not be kept
   double elapsed_s = 0;
   bool budget_reached = false;  // false: stopped by PlanOptions::search_evaluations
   struct Moves {

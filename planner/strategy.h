@@ -68,6 +68,9 @@ struct PlanOptions {
   std::int64_t search_evaluations = 0;
   std::function<void(const std::string&)> progress;
   Weights weights = Weights::resident;
+  // eindecomp with a machine: refine the DP's plan by simulation (eindecomp.h); false:
+  // the DP's plan as its cost chooses it.
+  bool refine = true;
 };
 
 // Parts per index of every node's join space, and for einsums whose aggregated indices

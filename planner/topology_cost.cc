@@ -118,6 +118,10 @@ class TopologyCost final : public DpCost {
 
 }  // namespace
 
+bool topology_weighted(const Graph& g, const PlanOptions& o) {
+  return dynamic_cast<const TopologyCost*>(make_dp_cost(g, o).get()) != nullptr;
+}
+
 std::unique_ptr<DpCost> make_dp_cost(const Graph& g, const PlanOptions& o, double at_rest_price) {
   Prices prices = input_prices(g, o.weights, at_rest_price);
   if (!o.machine) return std::make_unique<DpCost>(std::move(prices));

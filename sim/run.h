@@ -17,6 +17,8 @@
 // few lines each, defined at the end of this header so that they inline into the event
 // loop (the build has no link-time optimisation).
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -253,6 +255,7 @@ class Run {
   std::int64_t ready_seq_ = 0;
   std::int64_t events_ = 0;
   std::int32_t completed_ = 0;
+  SimTime stop_at_ = std::isfinite(o_.stop_after_s) ? to_sim_time(std::max(0.0, o_.stop_after_s)) : kNever, stopped_ = -1;
 };
 
 // ---- per-event bookkeeping, inline (see the top of this file): lanes

@@ -2,6 +2,7 @@
 // lanes, started and completed, in (time, sequence) order; bsp phases and barriers.
 
 #include <algorithm>
+#include <atomic>
 #include <cassert>
 #include <functional>
 #include <stdexcept>
@@ -29,6 +30,10 @@ void Run::loop() {
     SimTime t = std::min(queue_.next_time(), network_->next_time());
     if (t == kNever) break;
     if (t >= kMaxSimTime) fail_clock_limit();
+    if (completed_ < n_ && (t > stop_at_ || (o_.cancel && o_.cancel->load(std::memory_order_relaxed)))) {
+      stopped_ = t;  // tasks end at t or later: the makespan is at least t
+      return;
+    }
     do {
       while (queue_.next_time() == t) {
         Event e = queue_.pop();

@@ -29,7 +29,9 @@ SimResult Run::run() {
   auto wall0 = std::chrono::steady_clock::now();
   setup();
   loop();
-  SimResult r = finish();
+  SimResult r;
+  if (stopped_ < 0) r = finish();
+  else r.stopped = true, r.makespan_s = to_seconds(stopped_), r.events = events_;  // SimOptions::stop_after_s, cancel
   r.sim_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   return r;
 }

@@ -63,7 +63,9 @@
 // Timeline bit for bit (event order is fixed by (time, sequence); no hashing decides an
 // order; no clock is read except for sim_wall_s).
 
+#include <atomic>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -111,6 +113,12 @@ struct SimOptions {
   // Tasks of a fused computation-collective kernel (sim/fuse.h): empty, or one entry per
   // task; a nonzero entry exempts that compute task or move from the interference factors.
   std::vector<char> fused;
+  // Stop early (SimResult::stopped) once the simulated clock passes stop_after_s while
+  // tasks remain — the run cannot end by then (a planner's bound: it cannot beat a known
+  // makespan) — or when *cancel is true (read once per event time; a wall-clock budget).
+  // Graphs with collective nodes ignore both.
+  double stop_after_s = std::numeric_limits<double>::infinity();
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct DeviceStats {
@@ -143,6 +151,10 @@ struct SimResult {
   std::string network;
   Policy policy = Policy::async;
   double makespan_s = 0;
+  // Stopped by SimOptions::stop_after_s or cancel: makespan_s is then the clock when it
+  // stopped, a lower bound on the makespan (above stop_after_s unless cancelled), events
+  // those run so far, and nothing else is filled.
+  bool stopped = false;
   std::int64_t events = 0;
   double sim_wall_s = 0;  // the simulator's own run time (setup included)
   std::int64_t bytes_moved = 0;
