@@ -6,6 +6,8 @@
 #include "core/collective_rewrite.h"
 #include "core/partition.h"
 #include "core/task_graph.h"
+#include "core/workloads.h"
+#include "planner/strategy.h"
 #include "runtime/cpu_executor.h"
 #include "runtime/executor.h"
 #include "sim/collectives.h"
@@ -121,6 +123,32 @@ TEST(AllGatherLowering, RunsToTheReferenceOn1To4Devices) {
     check(runtime::BlockExecutor().run(c.g, nodes, inputs), "block (as moves)");
     check(runtime::CpuExecutor({runtime::Policy::async, false}).run(c.g, sim::expand_collectives(nodes), inputs),
           "cpu on the ring form");
+  }
+}
+
+TEST(AllGatherLowering, MegatronOnTheLlamaBlockGathersAndRunsToTheReference) {
+  // Megatron's column-parallel projections are gathered where the next operator reads
+  // them whole (attention scores, the FFN's second input): all-gather nodes next to the
+  // row-parallel reduce-scatters, and no move left on 2 and 4 devices.
+  const Graph g = build_workload("llama-block:model=tiny,seq=8");
+  const runtime::TensorMap inputs = runtime::random_inputs(g, 3);
+  const runtime::TensorMap want = runtime::evaluate_reference(g, inputs);
+  for (int n : {1, 2, 4}) {
+    planner::PlanOptions o;
+    o.devices = n;
+    const TaskGraph tg = lower(g, planner::plan(g, "megatron", o).decomposition, LowerOptions{true});
+    int gathers = 0;
+    for (const CollectiveSpec& s : tg.collectives) gathers += s.collective == Collective::allgather;
+    EXPECT_EQ(gathers, n > 1 ? 2 : 0) << n;
+    EXPECT_EQ(count(tg, TaskKind::move), 0) << n;
+    for (runtime::Policy p : {runtime::Policy::async, runtime::Policy::bsp}) {
+      const runtime::RunResult r = runtime::CpuExecutor({p, false}).run(g, tg, inputs);
+      for (NodeId id : g.outputs()) {
+        const std::string& name = g.node(id).name;
+        const Difference d = compare(r.outputs.at(name), want.at(name));
+        EXPECT_LE(d.normwise_rel, 1e-5) << "n=" << n << " " << runtime::to_string(p) << " " << name;
+      }
+    }
   }
 }
 

@@ -149,6 +149,7 @@ TEST(ChakraExport, CollectiveNodesAreOneCollNodePerRankWithTypeAndSize) {
   std::filesystem::remove_all(dir);
   const auto files = write_chakra(tg, g, m, dir.string());
   std::map<std::uint64_t, int> ranks_seen;  // collective task id -> files holding its node
+  std::map<std::int64_t, int> types_seen;   // comm_type -> nodes
   for (std::size_t d = 0; d < files.size(); ++d) {
     const ChakraTrace tr = read_chakra(files[d]);
     std::set<std::uint64_t> ids;
@@ -162,7 +163,9 @@ TEST(ChakraExport, CollectiveNodesAreOneCollNodePerRankWithTypeAndSize) {
       EXPECT_NE(std::find(s.devices.begin(), s.devices.end(), DeviceId(static_cast<int>(d))), s.devices.end());
       ASSERT_NE(n.attr("comm_type"), nullptr);
       EXPECT_EQ(n.attr("comm_type")->kind, ChakraAttr::Kind::int64);
-      EXPECT_EQ(n.attr("comm_type")->int_value, 7);  // REDUCE_SCATTER
+      // Chakra's CollectiveCommType: ALL_GATHER = 2, REDUCE_SCATTER = 7.
+      EXPECT_EQ(n.attr("comm_type")->int_value, s.collective == Collective::allgather ? 2 : 7);
+      ++types_seen[n.attr("comm_type")->int_value];
       ASSERT_NE(n.attr("comm_size"), nullptr);
       EXPECT_EQ(n.attr("comm_size")->int_value, s.bytes);
       ++ranks_seen[n.id];
@@ -175,6 +178,8 @@ TEST(ChakraExport, CollectiveNodesAreOneCollNodePerRankWithTypeAndSize) {
     EXPECT_EQ(ranks_seen[i], tg.collectives[static_cast<std::size_t>(tg.tasks[i].block)].ranks) << "task " << i;
   }
   EXPECT_GT(collectives, 0u);
+  EXPECT_GT(types_seen[2], 0) << "eindecomp on 4 devices gathers two operands (all-gather nodes)";
+  EXPECT_GT(types_seen[7], 0) << "and reduce-scatters aggregations";
   std::filesystem::remove_all(dir);
 }
 
