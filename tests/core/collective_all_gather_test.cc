@@ -41,9 +41,12 @@ Case column_parallel_case(int n, int z_devices, std::int64_t rows, std::int64_t 
     NodePlan& p = c.d.nodes[id.index()];
     const Shape js = c.g.join_shape(id);
     const int split = id == z || id == v ? z_devices : n;
-    if (id == w || id == v) p.partition = Partition::even(js, {1, split});
-    else if (id == y || id == z) p.partition = Partition::even(js, {1, split, 1});  // join (i, k|l, j|k): output columns
-    else p.partition = Partition::even(js, std::vector<int>(js.size(), 1));
+    if (id == w || id == v)
+      p.partition = Partition::even(js, {1, split});
+    else if (id == y || id == z)
+      p.partition = Partition::even(js, {1, split, 1});  // join (i, k|l, j|k): output columns
+    else
+      p.partition = Partition::even(js, std::vector<int>(js.size(), 1));
     const auto blocks = static_cast<std::size_t>(p.partition.num_blocks());
     p.devices.assign(blocks, DeviceId(0));
     for (std::size_t i = 0; i < blocks; ++i) p.devices[i] = DeviceId(static_cast<std::int32_t>(i));
@@ -210,7 +213,8 @@ TEST(AllGatherLowering, SimulatedRingMatchesTheGeneratedNodeAndTheClosedForm) {
       g.bytes = n * block * 4;
       const sim::SimResult generated = sim::simulate(sim::collective_node_graph(g), m, o);
       const sim::SimResult expanded = sim::simulate(sim::collective_task_graph(g), m, o);
-      const double want = sim::collective_closed_form_s(Collective::allgather, n, static_cast<double>(g.bytes), kAlpha, kB);
+      const double want =
+          sim::collective_closed_form_s(Collective::allgather, n, static_cast<double>(g.bytes), kAlpha, kB);
       EXPECT_EQ(lowered.makespan_s, generated.makespan_s) << n << " " << model;
       EXPECT_EQ(lowered.makespan_s, expanded.makespan_s) << n << " " << model;
       EXPECT_NEAR(lowered.makespan_s, want, 2e-12 * n) << n << " " << model;
