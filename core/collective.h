@@ -5,10 +5,14 @@
 // describes the algorithms and how the expanded form builds them as moves and touches).
 //
 // A lowered collective (lower() with LowerOptions::collectives, core/task_graph.h) also
-// names its data: the task reads one buffer per rank (Task::reads, rank order, all of one
-// shape: the `inputs` of every rank), rank r runs on devices[r] and ends with
-// outputs[r], which holds the `agg` of region regions[r] of every rank's input.
-// reducescatter: the regions are disjoint; allreduce: every region is the whole input.
+// names its data: the task reads one buffer per rank (Task::reads, rank order), rank r
+// runs on devices[r] and ends with outputs[r].
+// reducescatter, allreduce: the inputs all of one shape; outputs[r] holds the `agg` of
+//   region regions[r] of every rank's input (reducescatter: the regions are disjoint;
+//   allreduce: every region is the whole input).
+// allgather: rank r's input is block r of the gathered tensor, regions[r] where it lies
+//   in it (disjoint, together the whole tensor); every outputs[r] holds the whole tensor
+//   (every rank's input copied into its region), `agg` none.
 
 #include <cstdint>
 #include <vector>

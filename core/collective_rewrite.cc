@@ -119,6 +119,19 @@ TaskGraph replace_collectives(
 
 TaskGraph collectives_as_moves(const TaskGraph& tg) {
   return replace_collectives(tg, [](const Task& t, const CollectiveSpec& s, CollectiveRewriter& r) {
+    if (s.collective == Collective::allgather) {  // every rank's input copied into its region of every output
+      for (int to = 0; to < s.ranks; ++to) {
+        const auto ut = static_cast<std::size_t>(to);
+        for (int from = 0; from < s.ranks; ++from) {
+          const auto uf = static_cast<std::size_t>(from);
+          const BufferId in = t.reads[uf];
+          const Rect whole = Rect::whole(r.graph().buffer(in).shape);
+          const BufferId here = from == to ? in : r.move(in, whole, s.devices[ut]);
+          r.touch(here, whole, s.outputs[ut], s.regions[uf], TouchOp::copy);
+        }
+      }
+      return;
+    }
     for (int to = 0; to < s.ranks; ++to) {
       const auto ut = static_cast<std::size_t>(to);
       const BufferId out = s.outputs[ut];

@@ -47,7 +47,9 @@ class CollectiveRewriter {
 
 // Every lowered collective as the moves and touches lower() emits without
 // LowerOptions::collectives: each rank's region of every other rank's input moved to it
-// and accumulated into its output (its own region accumulated in place).
+// and accumulated into its output (its own region accumulated in place); for an
+// all-gather, every other rank's block moved to it and copied into its region of its
+// output (its own block copied in place).
 [[nodiscard]] TaskGraph collectives_as_moves(const TaskGraph& tg);
 
 // Whether `tg` holds a lowered collective node.

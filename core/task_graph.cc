@@ -7,6 +7,7 @@
 
 #include "core/checked.h"
 #include "core/error.h"
+#include "core/lowering_all_gather.h"
 
 namespace tessel {
 
@@ -375,6 +376,7 @@ class Lowering {
     const NodePlan& plan = d_.plan(id);
     const Partition& part = plan.partition;
     std::int64_t partials = partials_per_output_block(g_, id, part);
+    if (options_.collectives) all_gathers(id);
     std::vector<BufferId> block_out(part.num_blocks());
     for (std::int64_t b = 0; b < part.num_blocks(); ++b) {
       Rect j = part.block(b);
@@ -543,6 +545,48 @@ class Lowering {
       tg_.collectives.push_back(std::move(spec));
     }
     return out;
+  }
+
+  // LowerOptions::collectives: operand regions of einsum `id` that are all-gathers,
+  // emitted as collective nodes whose outputs need() then finds (lowering_all_gather.h).
+  void all_gathers(NodeId id) {
+    const Node& n = g_.node(id);
+    const NodePlan& plan = d_.plan(id);
+    for (std::size_t i = 0; i < n.inputs.size(); ++i) {
+      const NodeId producer = n.inputs[i];
+      const Produced& pr = produced_[producer.index()];
+      if (!pr.replicas.empty()) continue;  // a copy at rest is read where it lies
+      for (const AllGather& ag : find_all_gathers(n.einsum, i, plan, pr.partition, pr.devices)) {
+        bool fresh = true;
+        for (DeviceId dev : ag.devices) fresh = fresh && !assembled_.contains(RegionKey{producer.value, dev.value, ag.region});
+        if (!fresh) continue;
+        CollectiveSpec spec;
+        spec.collective = Collective::allgather;
+        spec.algorithm = Algorithm::ring;
+        spec.ranks = static_cast<int>(ag.blocks.size());
+        spec.dtype = g_.node(producer).dtype;
+        spec.bytes = ag.region.elements() * dtype_bytes(spec.dtype);
+        spec.agg = Agg::none;
+        spec.devices = ag.devices;
+        Task t;
+        t.kind = TaskKind::collective;
+        t.device = t.dst_device = spec.devices[0];
+        t.node = producer;  // as the moves it replaces: the producer's communication phase
+        t.block = static_cast<std::int64_t>(tg_.collectives.size());
+        t.bytes = spec.bytes;
+        for (std::size_t r = 0; r < ag.blocks.size(); ++r) {
+          const std::int64_t b = ag.blocks[r];
+          spec.regions.push_back(relative_to(pr.partition.block(b), ag.region));
+          const BufferId out = new_buffer(ag.devices[r], ag.region.shape(), spec.dtype, Agg::none, producer);
+          spec.outputs.push_back(out);
+          assembled_.emplace(RegionKey{producer.value, ag.devices[r].value, ag.region}, out);
+          t.reads.push_back(pr.buffers[static_cast<std::size_t>(b)]);
+        }
+        const TaskId task = emit(std::move(t));
+        for (BufferId b : spec.outputs) last_writer_[b.index()] = task.value;  // fresh buffers: no earlier writer
+        tg_.collectives.push_back(std::move(spec));
+      }
+    }
   }
 
   void lower_select(NodeId id) {

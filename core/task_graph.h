@@ -117,8 +117,11 @@ struct LowerOptions {
   // partition's output, one on each of k >= 2 distinct devices, aggregated into k output
   // blocks sited on exactly those devices — as one TaskKind::collective node (a lowered
   // CollectiveSpec, core/collective.h) instead of its k(k−1) moves and k² touches.
-  // Simulators expand it into the ring algorithm NCCL runs (sim/collectives.h);
-  // executors run it as a primitive or as moves (core/collective_rewrite.h).
+  // Likewise a repartition that is an all-gather — an operand region made of k >= 2 of
+  // its producer's blocks on k distinct devices, each of which reads the whole region —
+  // instead of its k(k−1) moves and k² copies (core/lowering_all_gather.h).
+  // Simulators expand them into the ring algorithms NCCL runs (sim/collectives.h);
+  // executors run them as a primitive or as moves (core/collective_rewrite.h).
   bool collectives = false;
 };
 

@@ -44,9 +44,9 @@ void DecompositionOptions::add(CLI::App& app, bool with_devices) {
   app.add_option("--decomposition", decomposition_file, "decomposition JSON file (partitions and devices)");
   app.add_option("--weights", weights, kWeightsHelp)->capture_default_str()->check(CLI::IsMember({"resident", "fetched"}));
   app.add_option("--collectives", collectives,
-                 "moves (an aggregation's moves and touches) or nodes (an aggregation that is a reduce-scatter as one "
-                 "collective node: simulated as NCCL's pipelined ring, run by the CPU backend as one primitive, by MPI "
-                 "and CUDA as moves)")
+                 "moves (every aggregation and repartition as moves and touches) or nodes (an aggregation that is a "
+                 "reduce-scatter, and a repartition that is an all-gather, as one collective node each: simulated as "
+                 "NCCL's rings, run by the CPU backend as one primitive, by MPI and CUDA as moves)")
       ->capture_default_str()
       ->check(CLI::IsMember({"moves", "nodes"}));
   search.add(app);

@@ -565,15 +565,22 @@ class Run {
         std::copy(from.data(), from.data() + from.size(), to.data());
         break;
       }
-      case TaskKind::collective: {  // a lowered collective: every rank's region of every input, combined
+      case TaskKind::collective: {  // a lowered collective as loops of copies
         const CollectiveSpec& s = tg_.collectives[static_cast<std::size_t>(t.block)];
         if (!s.lowered()) fail("cpu executor: a collective node that is not lowered; run its expanded form");
         for (std::size_t r = 0; r < s.outputs.size(); ++r) {
           const Buffer& dst = tg_.buffer(s.outputs[r]);
           BufferStore<T>& out = writable(s.outputs[r]);
-          for (BufferId in : t.reads)
-            cpu::copy_region<T>(storage_[in.index()].data(), tg_.buffer(in).shape, s.regions[r], out.data(), dst.shape,
-                                Rect::whole(dst.shape), s.agg);
+          for (std::size_t k = 0; k < t.reads.size(); ++k) {
+            const BufferId in = t.reads[k];
+            const Shape& in_shape = tg_.buffer(in).shape;
+            if (s.collective == Collective::allgather)  // every rank's whole input to its region of every output
+              cpu::copy_region<T>(storage_[in.index()].data(), in_shape, Rect::whole(in_shape), out.data(), dst.shape,
+                                  s.regions[k], Agg::none);
+            else  // every rank's region of every input, combined
+              cpu::copy_region<T>(storage_[in.index()].data(), in_shape, s.regions[r], out.data(), dst.shape,
+                                  Rect::whole(dst.shape), s.agg);
+          }
         }
         break;
       }

@@ -573,11 +573,57 @@ void lowered_ring(const Task& t, const CollectiveSpec& s, CollectiveRewriter& r)
   }
 }
 
+// A lowered all-gather as NCCL's ring: each rank copies its own block into its output,
+// then in step k = 0..n−2 rank i sends block i − k (its own at k = 0, the one it received
+// in step k − 1 after) to rank i + 1, which copies it into its output. Pieces as
+// lowered_ring; the pieces are not windowed (as the generated ring all-gather).
+void lowered_ring_all_gather(const Task& t, const CollectiveSpec& s, CollectiveRewriter& r) {
+  const int m = s.ranks;
+  auto mod = [m](int v) { return ((v % m) + m) % m; };
+  std::int64_t largest = 0, thinnest = std::numeric_limits<std::int64_t>::max();
+  for (const Rect& reg : s.regions) {
+    largest = std::max(largest, reg.elements() * dtype_bytes(s.dtype));
+    thinnest = std::min(thinnest, reg.rank == 0 ? std::int64_t{1} : reg.size[piece_dim(reg)]);
+  }
+  const int pieces = static_cast<int>(std::clamp<std::int64_t>(std::min<std::int64_t>(largest / kSliceBytes, thinnest), 1, kMaxSlices));
+  for (int i = 0; i < m; ++i) {
+    const auto ui = static_cast<std::size_t>(i);
+    const Rect whole = Rect::whole(s.regions[ui].shape());
+    r.touch(t.reads[ui], whole, s.outputs[ui], s.regions[ui], TouchOp::copy);
+  }
+  for (int j = 0; j < pieces; ++j) {
+    // held[i]: rank i's copy of the block it forwards next (buffer, region in it).
+    std::vector<std::pair<BufferId, Rect>> held(static_cast<std::size_t>(m));
+    for (int i = 0; i < m; ++i) {
+      const auto ui = static_cast<std::size_t>(i);
+      held[ui] = {t.reads[ui], relative_to(piece_of(s.regions[ui], j, pieces), s.regions[ui])};
+    }
+    for (int k = 0; k + 1 < m; ++k) {
+      std::vector<std::pair<BufferId, Rect>> next(static_cast<std::size_t>(m));
+      for (int i = 0; i < m; ++i) {
+        const int o = mod(i - k), to = mod(i + 1);
+        const auto ui = static_cast<std::size_t>(i), uo = static_cast<std::size_t>(o), uto = static_cast<std::size_t>(to);
+        const Rect piece = piece_of(s.regions[uo], j, pieces);  // in the output's coordinates
+        const BufferId received = r.move(held[ui].first, held[ui].second, s.devices[uto]);
+        const Rect whole = Rect::whole(piece.shape());
+        r.touch(received, whole, s.outputs[uto], piece, TouchOp::copy);
+        next[uto] = {received, whole};
+      }
+      held = std::move(next);
+    }
+  }
+}
+
+void lowered_collective(const Task& t, const CollectiveSpec& s, CollectiveRewriter& r) {
+  if (s.collective == Collective::allgather) lowered_ring_all_gather(t, s, r);
+  else lowered_ring(t, s, r);
+}
+
 }  // namespace
 
 TaskGraph expand_collectives(const TaskGraph& tg) {
   if (!tg.has_collectives()) return tg;
-  if (has_lowered_collectives(tg)) return replace_collectives(tg, lowered_ring);
+  if (has_lowered_collectives(tg)) return replace_collectives(tg, lowered_collective);
   if (tg.tasks.size() != 1 || tg.collectives.size() != 1 || tg.tasks[0].kind != TaskKind::collective ||
       tg.tasks[0].block != 0)
     fail("task graph: a collective node must be the graph's only task (collective nodes beside other tasks are not "

@@ -82,11 +82,14 @@ inline constexpr int kPiecesInFlight = 8;
 // collective_task_graph() checks.
 [[nodiscard]] TaskGraph collective_node_graph(const CollectiveSpec& spec);
 // A graph whose only task is a collective node → its expanded form (collective_task_graph);
-// a lowered graph's collective nodes (LowerOptions::collectives) → NCCL's pipelined ring
-// on their own buffers: rank r's region travels the ring from rank r + 1 around to r,
-// each rank adding its part, the last step adding into rank r's output (pieces as above,
-// cut along the region's largest dimension); any other graph unchanged. Error when a
-// collective node that is not lowered is mixed with other tasks.
+// a lowered graph's collective nodes (LowerOptions::collectives) → NCCL's rings on their
+// own buffers (pieces as above, cut along the region's largest dimension): reduce-scatter
+// pipelined, rank r's region travelling the ring from rank r + 1 around to r, each rank
+// adding its part, the last step adding into rank r's output; all-gather, each rank
+// copying its block into its output, then in step k rank i sending block i − k (its own,
+// then the one it received last) to rank i + 1, which copies it into its output, pieces
+// not windowed (as the generated ring all-gather); any other graph unchanged. Error when
+// a collective node that is not lowered is mixed with other tasks.
 [[nodiscard]] TaskGraph expand_collectives(const TaskGraph& tg);
 
 // The algorithms NCCL could run for `c` on ranks 0..n-1 of `m`, with the tuner's estimate

@@ -42,19 +42,23 @@ TEST(ExportCli, GraphJsonReadsBackAsTheSameGraph) {
 
 TEST(ExportCli, TaskGraphJsonSimulatesToTheSameMakespan) {
   auto file = temp_path("tessel_export_tg.json");
-  const std::string w = "-w llama-block -d 4 -s megatron";
-  auto r = run_tessel("export " + w + " --task-graph " + file.string() + " --json");
-  ASSERT_EQ(r.status, 0) << r.output();
-  EXPECT_GT(json::parse(r.out)["tasks"].get<int>(), 0);
-  for (const char* net : {"alpha-beta", "flow"}) {
-    auto direct = run_tessel("simulate " + w + " -m h100-sxm-8 --network " + net + " --json");
-    auto from_file = run_tessel("simulate --task-graph " + file.string() + " -m h100-sxm-8 --network " + net + " --json");
-    ASSERT_EQ(direct.status, 0) << direct.output();
-    ASSERT_EQ(from_file.status, 0) << from_file.output();
-    const json a = json::parse(direct.out), b = json::parse(from_file.out);
-    EXPECT_EQ(a["makespan_s"].get<double>(), b["makespan_s"].get<double>()) << net;
-    EXPECT_EQ(a["bytes_moved"], b["bytes_moved"]) << net;
-    EXPECT_EQ(a["tasks"], b["tasks"]) << net;
+  // With nodes, Megatron's all-gathers and reduce-scatters are written as the rings the
+  // simulator expands them to.
+  for (const char* collectives : {"moves", "nodes"}) {
+    const std::string w = std::string("-w llama-block -d 4 -s megatron --collectives ") + collectives;
+    auto r = run_tessel("export " + w + " --task-graph " + file.string() + " --json");
+    ASSERT_EQ(r.status, 0) << r.output();
+    EXPECT_GT(json::parse(r.out)["tasks"].get<int>(), 0);
+    for (const char* net : {"alpha-beta", "flow"}) {
+      auto direct = run_tessel("simulate " + w + " -m h100-sxm-8 --network " + net + " --json");
+      auto from_file = run_tessel("simulate --task-graph " + file.string() + " -m h100-sxm-8 --network " + net + " --json");
+      ASSERT_EQ(direct.status, 0) << direct.output();
+      ASSERT_EQ(from_file.status, 0) << from_file.output();
+      const json a = json::parse(direct.out), b = json::parse(from_file.out);
+      EXPECT_EQ(a["makespan_s"].get<double>(), b["makespan_s"].get<double>()) << net << " " << collectives;
+      EXPECT_EQ(a["bytes_moved"], b["bytes_moved"]) << net << " " << collectives;
+      EXPECT_EQ(a["tasks"], b["tasks"]) << net << " " << collectives;
+    }
   }
   std::filesystem::remove(file);
 }
@@ -149,6 +153,7 @@ TEST(ChakraExport, CollectiveNodesAreOneCollNodePerRankWithTypeAndSize) {
   std::filesystem::remove_all(dir);
   const auto files = write_chakra(tg, g, m, dir.string());
   std::map<std::uint64_t, int> ranks_seen;  // collective task id -> files holding its node
+  std::map<std::int64_t, int> types_seen;   // comm_type -> nodes
   for (std::size_t d = 0; d < files.size(); ++d) {
     const ChakraTrace tr = read_chakra(files[d]);
     std::set<std::uint64_t> ids;
@@ -162,7 +167,9 @@ TEST(ChakraExport, CollectiveNodesAreOneCollNodePerRankWithTypeAndSize) {
       EXPECT_NE(std::find(s.devices.begin(), s.devices.end(), DeviceId(static_cast<int>(d))), s.devices.end());
       ASSERT_NE(n.attr("comm_type"), nullptr);
       EXPECT_EQ(n.attr("comm_type")->kind, ChakraAttr::Kind::int64);
-      EXPECT_EQ(n.attr("comm_type")->int_value, 7);  // REDUCE_SCATTER
+      // Chakra's CollectiveCommType: ALL_GATHER = 2, REDUCE_SCATTER = 7.
+      EXPECT_EQ(n.attr("comm_type")->int_value, s.collective == Collective::allgather ? 2 : 7);
+      ++types_seen[n.attr("comm_type")->int_value];
       ASSERT_NE(n.attr("comm_size"), nullptr);
       EXPECT_EQ(n.attr("comm_size")->int_value, s.bytes);
       ++ranks_seen[n.id];
@@ -175,6 +182,8 @@ TEST(ChakraExport, CollectiveNodesAreOneCollNodePerRankWithTypeAndSize) {
     EXPECT_EQ(ranks_seen[i], tg.collectives[static_cast<std::size_t>(tg.tasks[i].block)].ranks) << "task " << i;
   }
   EXPECT_GT(collectives, 0u);
+  EXPECT_GT(types_seen[2], 0) << "eindecomp on 4 devices gathers two operands (all-gather nodes)";
+  EXPECT_GT(types_seen[7], 0) << "and reduce-scatters aggregations";
   std::filesystem::remove_all(dir);
 }
 
