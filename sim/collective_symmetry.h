@@ -16,6 +16,9 @@
 // when a link would stand for two, when a link carries two copies of one transfer (an
 // oversubscribed spine link that several node pairs share), or when the flows crossing a
 // link in the full run are not exactly those crossing its image in the reduced run.
+// It shows equal rates in exact arithmetic; the flow model's ties (broken by link index
+// and transfer slot, which the shift need not preserve) could round differently, so the
+// bit-for-bit equality is what the tests verify on their presets (sim/README.md).
 
 #include <cstdint>
 #include <functional>
