@@ -141,8 +141,21 @@ TEST(CollectiveSymmetry, FallsBackToEveryRankWhereNoPeriodHolds) {
   }
 }
 
+// Four devices of one type, each with an up-link (2d) and a down-link (2d + 1) of the same
+// bandwidth and latency: a machine whose links the tests' routes below name directly.
+Machine four_devices() {
+  Machine m;
+  m.name = "four";
+  m.device_types.resize(2);
+  m.devices.resize(4);
+  for (int d = 0; d < 4; ++d)
+    for (const char* dir : {"up", "down"})
+      m.links.push_back(Link{std::string(dir) + std::to_string(d), LinkKind::custom, 1e9, 1e-6});
+  return m;
+}
+
 TEST(CollectiveSymmetry, TheCheckRefusesLinksThatDoNotMapOneToOne) {
-  const Machine m = machine_preset("h100-sxm-8");
+  const Machine m = four_devices();
   const SymmetryPeersFn ring = [](int r, std::vector<int>& out) { out.push_back((r + 1) % 4); };
   std::vector<std::int32_t> canon;
   // Every transfer over link 0: a link that carries both copies of one transfer.
@@ -157,7 +170,8 @@ TEST(CollectiveSymmetry, TheCheckRefusesLinksThatDoNotMapOneToOne) {
   EXPECT_EQ(check_shift_symmetry(m, 4, 2, 1, ring, own, canon), "");
   EXPECT_EQ(canon[4], 0);  // rank 2's up-link stands for rank 0's
   EXPECT_EQ(canon[7], 3);  // rank 3's down-link for rank 1's
-  // Rank 2 sends over rank 0's up-link: that link would stand for two.
+  EXPECT_EQ(check_shift_symmetry(m, 4, 1, 1, ring, own, canon), "");
+  // Rank 2 sends over rank 1's up-link: that link would stand for two.
   const SymmetryRouteFn crossed = [](std::int32_t src, std::int32_t dst, std::uint32_t, std::vector<LinkId>& out) {
     out = {LinkId(2 * (src == 2 ? 1 : src)), LinkId(2 * dst + 1)};
   };
@@ -165,10 +179,51 @@ TEST(CollectiveSymmetry, TheCheckRefusesLinksThatDoNotMapOneToOne) {
   // Routes of different lengths.
   const SymmetryRouteFn longer = [](std::int32_t src, std::int32_t dst, std::uint32_t, std::vector<LinkId>& out) {
     out = {LinkId(2 * src), LinkId(2 * dst + 1)};
-    if (src >= 2) out.push_back(LinkId(12));
+    if (src >= 2) out.push_back(LinkId(0));
   };
   EXPECT_NE(check_shift_symmetry(m, 4, 2, 1, ring, longer, canon).find("crosses"), std::string::npos);
-  EXPECT_NE(check_shift_symmetry(m, 4, 3, 1, ring, own, canon), "");  // 3 does not divide 4
+  EXPECT_NE(check_shift_symmetry(m, 4, 3, 1, ring, own, canon).find("does not divide"), std::string::npos);
+}
+
+TEST(CollectiveSymmetry, TheCheckRefusesLinksOrDevicesThatDiffer) {
+  const SymmetryPeersFn ring = [](int r, std::vector<int>& out) { out.push_back((r + 1) % 4); };
+  const SymmetryRouteFn own = [](std::int32_t src, std::int32_t dst, std::uint32_t, std::vector<LinkId>& out) {
+    out = {LinkId(2 * src), LinkId(2 * dst + 1)};
+  };
+  std::vector<std::int32_t> canon;
+  // Rank 2's up-link is slower than rank 0's, the link it would stand for.
+  Machine slow = four_devices();
+  slow.links[4].bytes_per_s = 5e8;
+  EXPECT_NE(check_shift_symmetry(slow, 4, 2, 1, ring, own, canon).find("differ in bandwidth or latency"),
+            std::string::npos);
+  EXPECT_TRUE(canon.empty());
+  // Or has a longer latency.
+  Machine late = four_devices();
+  late.links[7].latency_s = 2e-6;
+  EXPECT_NE(check_shift_symmetry(late, 4, 2, 1, ring, own, canon).find("differ in bandwidth or latency"),
+            std::string::npos);
+  // Device 3 is of another type than device 1.
+  Machine mixed = four_devices();
+  mixed.devices[3].type = 1;
+  EXPECT_NE(check_shift_symmetry(mixed, 4, 2, 1, ring, own, canon).find("devices 3 and 1 differ in type"),
+            std::string::npos);
+  // With period 1 the first mismatch is device 3 against device 0.
+  EXPECT_NE(check_shift_symmetry(mixed, 4, 1, 1, ring, own, canon).find("devices 3 and 0 differ in type"),
+            std::string::npos);
+}
+
+TEST(CollectiveSymmetry, ChunksOfTwoSizesRepeatingWithinAPeriodReduce) {
+  // A piece of 16·1000 + 8 elements over 16 ranks: chunks of 1000 and 1001 elements in
+  // turn (period 2 in the chunk sizes), so one node of 8 ranks still repeats (Ring::periodic).
+  const Machine two = machine_preset("cluster:2xh100-sxm-8");
+  for (Collective c : {Collective::allreduce, Collective::reducescatter, Collective::allgather}) {
+    const CollectiveSpec s = ring_spec(c, 16, 4 * (16 * 1000 + 8), two, 1);
+    expect_reduced_equals_full(s, two, 1, 8);
+  }
+  // Several pieces, each splitting unevenly the same way: 4 pieces of 16·40000 + 8 elements.
+  CollectiveSpec s = ring_spec(Collective::allreduce, 16, 4 * 4 * (16 * 40000 + 8), two, 2);
+  s.slices = 4;
+  expect_reduced_equals_full(s, two, 2, 8);
 }
 
 }  // namespace
