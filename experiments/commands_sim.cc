@@ -298,9 +298,7 @@ void run_simulate(const Opts& o) {
     j["symmetry"] = period > 0 ? std::string("reduced")
                     : expanded ? "not used: expanded form"
                                : "not used: " + r.symmetry_note;
-    j["symmetry_period"] = period;
     j["simulated_ranks"] = period > 0 ? period : o.dec.devices;
-    j["events_unreduced"] = period > 0 ? r.events * (o.dec.devices / period) : r.events;
     json est = json::array();
     for (const auto& e : plan.estimates)
       est.push_back({{"algorithm", std::string(sim::to_string(e.algorithm))},

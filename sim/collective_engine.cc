@@ -748,6 +748,7 @@ class Engine {
     r.policy = o_.policy;
     r.makespan_s = to_seconds(makespan_);
     r.events = events_;
+    r.events_unreduced = events_;
     r.bytes_moved = bytes_moved_;
     r.link_bytes = std::move(link_bytes_);
     r.devices.resize(static_cast<std::size_t>(nd_));

@@ -46,8 +46,9 @@ using SymmetryPeersFn = std::function<void(int r, std::vector<int>& out)>;
                                                std::vector<std::int32_t>& link_canon);
 
 // A reduced run's result as the full run's: per-device statistics copied from rank
-// d mod period, bytes per link through `link_canon`, bytes moved × n / period. Events and
-// sim_wall_s stay those of the reduced run (what was simulated).
+// d mod period, bytes per link through `link_canon`, bytes moved × n / period,
+// events_unreduced = events × n / period. Events and sim_wall_s stay those of the reduced
+// run (what was simulated).
 void expand_symmetric_result(SimResult& r, int n, int period, const std::vector<std::int32_t>& link_canon);
 
 }  // namespace tessel::sim

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <string>
 
 #include "core/machine.h"
@@ -42,6 +44,8 @@ void expect_reduced_equals_full(const CollectiveSpec& s, const Machine& m, int c
   EXPECT_EQ(full.symmetry_note, "turned off (--no-symmetry)");
   EXPECT_EQ(red.makespan_s, full.makespan_s) << what;
   EXPECT_EQ(red.events * (s.ranks / period), full.events) << what;
+  EXPECT_EQ(red.events_unreduced, full.events) << what;
+  EXPECT_EQ(full.events_unreduced, full.events) << what;
   EXPECT_EQ(red.bytes_moved, full.bytes_moved) << what;
   EXPECT_EQ(red.link_bytes, full.link_bytes) << what;
   ASSERT_EQ(red.devices.size(), full.devices.size()) << what;
@@ -105,6 +109,23 @@ TEST(CollectiveSymmetry, TheReducedRunMatchesTheExpandedForm) {
   EXPECT_EQ(red.link_bytes, exp.link_bytes);
   EXPECT_EQ(red.bytes_moved, exp.bytes_moved);
   EXPECT_EQ(red.events * 2, exp.events);
+}
+
+TEST(CollectiveSymmetry, TheJsonSaysWhatWasSimulated) {
+  // to_json() of any run of a collective node (simulate --collective, a --task-graph file):
+  // events as simulated, events_unreduced as the full run has them.
+  const Machine two = machine_preset("cluster:2xh100-sxm-8");
+  const CollectiveSpec s = ring_spec(Collective::allreduce, 16, std::int64_t{48} << 20, two, 1);
+  const SimResult red = simulate(collective_node_graph(s), two, options(true, 1));
+  const SimResult full = simulate(collective_node_graph(s), two, options(false, 1));
+  const nlohmann::json jr = to_json(red, two), jf = to_json(full, two);
+  EXPECT_EQ(jr["symmetry_period"], 8);
+  EXPECT_EQ(jr["events"], red.events);
+  EXPECT_EQ(jr["events_unreduced"], full.events);
+  EXPECT_EQ(jr["symmetry_note"], "");
+  EXPECT_EQ(jf["symmetry_period"], 0);
+  EXPECT_EQ(jf["events_unreduced"], full.events);
+  EXPECT_EQ(jf["symmetry_note"], "turned off (--no-symmetry)");
 }
 
 TEST(CollectiveSymmetry, FallsBackToEveryRankWhereNoPeriodHolds) {
