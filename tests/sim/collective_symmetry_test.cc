@@ -72,7 +72,7 @@ TEST(CollectiveSymmetry, OneNodeStandsForEveryNodeOfACluster) {
 TEST(CollectiveSymmetry, OneRankStandsForAllOnOneSwitch) {
   // Eight GPUs on one NVSwitch: shifting by one rank maps every NVLink onto the next.
   const Machine one = machine_preset("h100-sxm-8");
-  for (Collective c : {Collective::allreduce, Collective::allgather})
+  for (Collective c : {Collective::allreduce, Collective::reducescatter, Collective::allgather})
     expect_reduced_equals_full(ring_spec(c, 8, std::int64_t{64} << 20, one), one, 2, 1);
 }
 
@@ -80,7 +80,7 @@ TEST(CollectiveSymmetry, TopologyGraphsRepeatLeafByLeafOrNotAtAll) {
   // Two nodes per leaf: the ring leaves a leaf every second node, so the period is a leaf
   // (16 ranks), the ECMP routes of each channel checked one by one.
   const Machine leaves = machine_preset("fat-tree:4xh100-sxm-8,leaf=2");
-  for (Collective c : {Collective::allreduce, Collective::allgather})
+  for (Collective c : {Collective::allreduce, Collective::reducescatter, Collective::allgather})
     expect_reduced_equals_full(ring_spec(c, 32, std::int64_t{64} << 20, leaves), leaves, 4, 16);
   // An oversubscribed two-spine core, a rail cluster and a torus: the shifted routes take
   // other spines or directions, so every rank runs, with the full run's result.
@@ -96,6 +96,19 @@ TEST(CollectiveSymmetry, TopologyGraphsRepeatLeafByLeafOrNotAtAll) {
     EXPECT_EQ(red.makespan_s, full.makespan_s) << name;
     EXPECT_EQ(red.events, full.events) << name;
   }
+}
+
+TEST(CollectiveSymmetry, AMachineFileReducesWithOneChannelOnly) {
+  // tests/data/sim/leaf_spine4.json: four GPUs, two per leaf, two spines. With one channel
+  // every route takes the same spine and two ranks stand for four; with three, ECMP sends
+  // the shifted channels over other spines than the originals, so every rank runs.
+  const Machine m = load_machine(std::string(TESSEL_TEST_DATA_DIR) + "/sim/leaf_spine4.json");
+  const CollectiveSpec s = ring_spec(Collective::allreduce, 4, std::int64_t{16} << 20, m);
+  expect_reduced_equals_full(s, m, 1, 2);
+  const SimResult red = simulate(collective_node_graph(s), m, options(true, 3));
+  EXPECT_EQ(red.symmetry_period, 0);
+  EXPECT_NE(red.symmetry_note.find("period 2: "), std::string::npos) << red.symmetry_note;
+  EXPECT_NE(red.symmetry_note.find("stand for"), std::string::npos) << red.symmetry_note;
 }
 
 TEST(CollectiveSymmetry, TheReducedRunMatchesTheExpandedForm) {
