@@ -100,6 +100,7 @@ nlohmann::json to_json(const SimResult& r, const Machine& m) {
           {"events_per_s", r.sim_wall_s > 0 ? static_cast<double>(r.events) / r.sim_wall_s : 0.0},
           // A collective node reduced by symmetry (sim/collective_symmetry.h): events and
           // events_per_s count what was simulated, events_unreduced what the full run has.
+          {"symmetry", r.symmetry_period > 0 ? "reduced" : "full"},
           {"symmetry_period", r.symmetry_period},
           {"events_unreduced", r.events_unreduced},
           {"symmetry_note", r.symmetry_note},

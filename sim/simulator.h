@@ -170,7 +170,8 @@ struct SimResult {
 [[nodiscard]] SimResult simulate(const TaskGraph& tg, const Machine& m, const SimOptions& options = {});
 
 // The result as JSON: makespan_s, events, sim_wall_s, events_per_s (both of what was
-// simulated), symmetry_period, events_unreduced, symmetry_note, bytes_moved,
+// simulated), symmetry ("reduced" or "full"), symmetry_period, events_unreduced,
+// symmetry_note, bytes_moved,
 // peak_memory_bytes, devices[{device, compute_busy_s, comm_busy_s, copy_busy_s, idle_s,
 // peak_memory_bytes}], links (those that carried bytes), critical_path, over_capacity.
 [[nodiscard]] nlohmann::json to_json(const SimResult& r, const Machine& m);
