@@ -223,6 +223,8 @@ void run_simulate(const Opts& o) {
   }
   if (tg.num_devices > m.num_devices())
     fail(what, " is placed on ", tg.num_devices, " devices but machine '", m.name, "' has ", m.num_devices());
+  if (o.no_symmetry && !collective && !tg.has_collectives())
+    fail("--no-symmetry applies to --collective or a --task-graph file with a collective node only");
 
   const int fused = apply_fusion(o.overlap.fuse_collectives, tg, m, so, what);
 
@@ -292,15 +294,9 @@ void run_simulate(const Opts& o) {
     j["slices"] = plan.spec.slices;
     j["comm_channels"] = so.comm_channels;
     j["collective_form"] = expanded ? "expanded" : "generated";
-    // The symmetry reduction (sim/collective_symmetry.h): which ranks were simulated, and
-    // why not where the full engine ran. `events` counts the events simulated.
-    const int period = r.symmetry_period;
-    j["symmetry"] = period > 0 ? std::string("reduced")
-                    : expanded ? "not used: expanded form"
-                               : "not used: " + r.symmetry_note;
-    j["symmetry_period"] = period;
-    j["simulated_ranks"] = period > 0 ? period : o.dec.devices;
-    j["events_unreduced"] = period > 0 ? r.events * (o.dec.devices / period) : r.events;
+    // The symmetry reduction (to_json() writes symmetry, symmetry_period, symmetry_note and
+    // events_unreduced): the expanded form is never reduced.
+    if (expanded) j["symmetry_note"] = "expanded form (" + why_expanded + ")";
     json est = json::array();
     for (const auto& e : plan.estimates)
       est.push_back({{"algorithm", std::string(sim::to_string(e.algorithm))},
@@ -349,8 +345,9 @@ void run_simulate(const Opts& o) {
     std::printf("  form          %s\n", expanded ? ("expanded (" + why_expanded + ")").c_str()
                                                 : "generated (one collective node, steps made as they run)");
     if (r.symmetry_period > 0)
-      std::printf("  symmetry      ranks 0-%d simulated for all %d (every node alike; --no-symmetry runs all)\n",
-                  r.symmetry_period - 1, o.dec.devices);
+      std::printf("  symmetry      ranks 0-%d simulated for all %d (shifting the ranks by %d maps the run onto itself; "
+                  "--no-symmetry runs all)\n",
+                  r.symmetry_period - 1, o.dec.devices, r.symmetry_period);
     else if (!expanded)
       std::printf("  symmetry      not used: %s\n", r.symmetry_note.c_str());
     if (auto pub = sim::published_busbw(coll, o.dec.devices, m))

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <stdexcept>
@@ -190,8 +191,7 @@ class Ring final : public Program {
     auto even = [&](std::int64_t length) {
       if (length % m_ == 0) return true;
       for (int c = period; c < m_; ++c)
-        if (split_point(c + 1, length, m_) - split_point(c, length, m_) !=
-            split_point(c % period + 1, length, m_) - split_point(c % period, length, m_))
+        if (chunk_length(c, length) != chunk_length(c % period, length))
           return false;
       return true;
     };
@@ -241,12 +241,16 @@ class Ring final : public Program {
   [[nodiscard]] std::int64_t chunk_elements(int j, int s, int sender) const {
     if (c_ == Collective::allgather) {  // piece j of rank chunk (sender − s)
       const int c = mod(sender - s);
-      const std::int64_t len = split_point(c + 1, elements_, m_) - split_point(c, elements_, m_);
-      return slice(len, j).second;
+      return slice(chunk_length(c, elements_), j).second;
     }
     const std::int64_t piece = slice(elements_, j).second;
     const int c = s < m_ - 1 ? mod(sender - s) : mod(sender + 1 - (s - (m_ - 1)));
-    return split_point(c + 1, piece, m_) - split_point(c, piece, m_);
+    return chunk_length(c, piece);
+  }
+  // Elements of chunk c when `length` elements split over the m_ ranks (chunk_elements,
+  // and periodic(), which compares chunk sizes the same way).
+  [[nodiscard]] std::int64_t chunk_length(int c, std::int64_t length) const {
+    return split_point(c + 1, length, m_) - split_point(c, length, m_);
   }
 
   Collective c_;
@@ -456,14 +460,14 @@ class Engine {
       fill_route(lr, src, dst, channel);
       out = lr.links;
     };
-    const SymmetryPeersFn peers = [&](int r, std::vector<int>& out) { p_.peers(r, out); };
     for (int period = 1; period <= n_ / 2; ++period) {
       if (n_ % period != 0) continue;
       if (!p_.periodic(period)) {
         note_ = "chunks of unequal sizes or a program without a period (" + std::to_string(period) + " ranks)";
         continue;
       }
-      const std::string why = check_shift_symmetry(m_, n_, period, channels, peers, route, link_canon_);
+      const std::string why = check_shift_symmetry(m_, n_, period, channels, std::bind_front(&Program::peers, &p_), route,
+                                                     link_canon_);
       if (!why.empty()) {
         note_ = "period " + std::to_string(period) + ": " + why;
         continue;
@@ -748,6 +752,7 @@ class Engine {
     r.policy = o_.policy;
     r.makespan_s = to_seconds(makespan_);
     r.events = events_;
+    r.events_unreduced = events_;
     r.bytes_moved = bytes_moved_;
     r.link_bytes = std::move(link_bytes_);
     r.devices.resize(static_cast<std::size_t>(nd_));

@@ -95,8 +95,9 @@ std::string check_shift_symmetry(const Machine& m, int n, int period, int channe
 void expand_symmetric_result(SimResult& r, int n, int period, const std::vector<std::int32_t>& link_canon) {
   const int copies = n / period;
   r.bytes_moved = checked_mul(r.bytes_moved, copies, "simulate: bytes moved");
+  r.events_unreduced = checked_mul(r.events, copies, "simulate: events of the full run");
   std::vector<std::int64_t> bytes(r.link_bytes.size(), 0);
-  for (std::size_t l = 0; l < bytes.size() && l < link_canon.size(); ++l)
+  for (std::size_t l = 0; l < bytes.size(); ++l)
     if (link_canon[l] >= 0) bytes[l] = r.link_bytes[static_cast<std::size_t>(link_canon[l])];
   r.link_bytes = std::move(bytes);
   r.devices.resize(static_cast<std::size_t>(n));

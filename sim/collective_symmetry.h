@@ -16,6 +16,9 @@
 // when a link would stand for two, when a link carries two copies of one transfer (an
 // oversubscribed spine link that several node pairs share), or when the flows crossing a
 // link in the full run are not exactly those crossing its image in the reduced run.
+// It shows equal rates in exact arithmetic; the flow model's ties (broken by link index
+// and transfer slot, which the shift need not preserve) could round differently, so the
+// bit-for-bit equality is what the tests verify on their presets (sim/README.md).
 
 #include <cstdint>
 #include <functional>
@@ -43,8 +46,9 @@ using SymmetryPeersFn = std::function<void(int r, std::vector<int>& out)>;
                                                std::vector<std::int32_t>& link_canon);
 
 // A reduced run's result as the full run's: per-device statistics copied from rank
-// d mod period, bytes per link through `link_canon`, bytes moved × n / period. Events and
-// sim_wall_s stay those of the reduced run (what was simulated).
+// d mod period, bytes per link through `link_canon`, bytes moved × n / period,
+// events_unreduced = events × n / period. Events and sim_wall_s stay those of the reduced
+// run (what was simulated).
 void expand_symmetric_result(SimResult& r, int n, int period, const std::vector<std::int32_t>& link_canon);
 
 }  // namespace tessel::sim

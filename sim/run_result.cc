@@ -24,6 +24,7 @@ SimResult Run::finish() {
     }
   r.makespan_s = to_seconds(makespan);
   r.events = events_;
+  r.events_unreduced = events_;
   r.bytes_moved = bytes_moved_;
   r.link_bytes = std::move(link_bytes_);
   r.devices.resize(static_cast<std::size_t>(devices_));
@@ -97,6 +98,12 @@ nlohmann::json to_json(const SimResult& r, const Machine& m) {
           {"events", r.events},
           {"sim_wall_s", r.sim_wall_s},
           {"events_per_s", r.sim_wall_s > 0 ? static_cast<double>(r.events) / r.sim_wall_s : 0.0},
+          // A collective node reduced by symmetry (sim/collective_symmetry.h): events and
+          // events_per_s count what was simulated, events_unreduced what the full run has.
+          {"symmetry", r.symmetry_period > 0 ? "reduced" : "full"},
+          {"symmetry_period", r.symmetry_period},
+          {"events_unreduced", r.events_unreduced},
+          {"symmetry_note", r.symmetry_note},
           {"bytes_moved", r.bytes_moved},
           {"peak_memory_bytes", r.peak_memory_bytes},
           {"devices", devices},

@@ -169,9 +169,11 @@ struct SimResult {
   std::vector<MemorySample> memory;  // with SimOptions::record_memory
   Timeline timeline;                 // one span per task, in task order
   // A collective simulated on ranks 0..symmetry_period−1 only (sim/collective_symmetry.h);
-  // 0: every rank. `events` counts what was simulated; the full run has n / period times
-  // as many. symmetry_note: why the full engine ran (empty when reduced or not considered).
+  // 0: every rank. `events` counts what was simulated; events_unreduced what the full run
+  // has (events × n / period where reduced, else events). symmetry_note: why the full
+  // engine ran (empty when reduced or not considered).
   int symmetry_period = 0;
+  std::int64_t events_unreduced = 0;
   std::string symmetry_note;
 };
 
@@ -179,7 +181,9 @@ struct SimResult {
 // than the machine has, needs a route the machine lacks, or the options are invalid.
 [[nodiscard]] SimResult simulate(const TaskGraph& tg, const Machine& m, const SimOptions& options = {});
 
-// The result as JSON: makespan_s, events, sim_wall_s, events_per_s, bytes_moved,
+// The result as JSON: makespan_s, events, sim_wall_s, events_per_s (both of what was
+// simulated), symmetry ("reduced" or "full"), symmetry_period, events_unreduced,
+// symmetry_note, bytes_moved,
 // peak_memory_bytes, devices[{device, compute_busy_s, comm_busy_s, copy_busy_s, idle_s,
 // peak_memory_bytes}], links (those that carried bytes), critical_path, over_capacity.
 [[nodiscard]] nlohmann::json to_json(const SimResult& r, const Machine& m);

@@ -68,19 +68,42 @@ TEST(SimulateCli, ARingCollectiveRunsOneNodeForAllUnlessToldNot) {
   auto red = nlohmann::json::parse(r.output);
   EXPECT_EQ(red["symmetry"], "reduced");
   EXPECT_EQ(red["symmetry_period"], 8);
-  EXPECT_EQ(red["simulated_ranks"], 8);
+  EXPECT_EQ(red["symmetry_note"], "");
   EXPECT_EQ(red["devices"].size(), 32u);
   r = tessel(cmd + " --no-symmetry");
   ASSERT_EQ(r.status, 0) << r.output;
   auto full = nlohmann::json::parse(r.output);
-  EXPECT_EQ(full["symmetry"], "not used: turned off (--no-symmetry)");
+  EXPECT_EQ(full["symmetry"], "full");
+  EXPECT_EQ(full["symmetry_note"], "turned off (--no-symmetry)");
   EXPECT_EQ(full["symmetry_period"], 0);
-  EXPECT_EQ(full["simulated_ranks"], 32);
+  EXPECT_EQ(full["events_unreduced"], full["events"]);
   EXPECT_EQ(red["makespan_s"], full["makespan_s"]);
   EXPECT_EQ(red["bytes_moved"], full["bytes_moved"]);
   EXPECT_EQ(red["links"], full["links"]);
   EXPECT_EQ(red["events_unreduced"], full["events"]);
   EXPECT_EQ(red["events"].get<std::int64_t>() * 4, full["events"].get<std::int64_t>());
+  // The expanded form is never reduced, and says so.
+  r = tessel(cmd + " --expand-collectives");
+  ASSERT_EQ(r.status, 0) << r.output;
+  auto expd = nlohmann::json::parse(r.output);
+  EXPECT_EQ(expd["symmetry"], "full");
+  EXPECT_EQ(expd["symmetry_note"], "expanded form (--expand-collectives)");
+  // The text report: one node of eight ranks for all 32.
+  r = tessel("simulate --collective allreduce --bytes 64MiB -d 32 -m cluster:4xh100-sxm-8 --algorithm ring");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("ranks 0-7 simulated for all 32 (shifting the ranks by 8 maps the run onto itself"),
+            std::string::npos)
+      << r.output;
+}
+
+TEST(SimulateCli, NoSymmetryNeedsACollective) {
+  // Refused as --expand-collectives without --collective is (a tessel::Error, exit code 1).
+  const Result r = tessel("simulate -w chain -d 4 -m h100-sxm-8 --no-symmetry");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("tessel: error: --no-symmetry applies to --collective or a --task-graph file with a "
+                          "collective node only"),
+            std::string::npos)
+      << r.output;
 }
 
 TEST(SimulateCli, FlowIsTheDefaultNetworkAndHierarchicalCanBeForced) {
