@@ -87,8 +87,9 @@ class Searcher {
     });
     for (std::size_t i = 0; i < starts.size(); ++i) {
       const Start& s = starts[i];
-      // The first start is simulated whatever the budget; the others stop with it.
-      Outcome r = evaluate(s.plan.decomposition, rep, best_s_, /*cancellable=*/i > 0);
+      // Starts are simulated whatever the budget until one succeeds (one that the lowering
+      // or the simulator refuses does not count); the others stop with it.
+      Outcome r = evaluate(s.plan.decomposition, rep, best_s_, /*cancellable=*/std::isfinite(best_s_));
       if (r.kind == Outcome::cancelled) {
         rep.budget_reached = true;
         break;
