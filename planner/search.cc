@@ -11,6 +11,7 @@
 #include <mutex>
 #include <random>
 #include <stop_token>
+#include <string_view>
 #include <thread>
 
 #include "core/error.h"
@@ -82,7 +83,9 @@ class Searcher {
       }
       pool_.push_back(starts.back().plan.decomposition);  // pooled for `adopt` whether simulated or not
     }
-    std::stable_sort(starts.begin() + (starts.empty() ? 0 : 1), starts.end(), [](const Start& a, const Start& b) {
+    std::stable_sort(starts.begin(), starts.end(), [](const Start& a, const Start& b) {
+      const bool ea = std::string_view(a.strategy) == "eindecomp", eb = std::string_view(b.strategy) == "eindecomp";
+      if (ea != eb) return ea;  // eindecomp first, where it could be planned
       return a.plan.total_cost() < b.plan.total_cost();
     });
     for (std::size_t i = 0; i < starts.size(); ++i) {
