@@ -187,7 +187,7 @@ class Searcher {
       so.stop_after_s = bound;
       if (cancellable) so.cancel = &cancel_;
       sim::SimResult res = sim::simulate(tg, *o_.machine, so);
-      if (res.stopped && !(res.makespan_s > bound)) return {Outcome::cancelled, 0};
+      if (res.cancelled) return {Outcome::cancelled, 0};
       r = {res.stopped ? Outcome::above : Outcome::done, res.makespan_s};
     } catch (const Error&) {
       // A move the lowering or the simulator refuses is simply not taken.
