@@ -64,10 +64,12 @@ class Searcher {
       Plan plan;
     };
     std::vector<Start> starts;
+    PlanOptions bounded = o_;
+    bounded.cancel = &cancel_;  // eindecomp's refinement stops with the budget
     for (const char* s : kStarts) {
       if (cancel_ && !starts.empty()) break;
       try {
-        starts.push_back({s, plan(g_, s, o_)});
+        starts.push_back({s, plan(g_, s, bounded)});
       } catch (const Error&) {
         continue;  // e.g. n·k not a power of two for eindecomp
       }

@@ -35,6 +35,7 @@ class Refiner {
       work_ += static_cast<double>(tg.size());
       sim::SimOptions so;  // flow network, async, longest-path priority, as `search`
       so.stop_after_s = best_s_;
+      so.cancel = o_.cancel;
       sim::SimResult r = sim::simulate(tg, *o_.machine, so);
       work_ += static_cast<double>(r.events);
       last_ = std::max(last_, static_cast<double>(tg.size() + r.events));  // the largest so far
@@ -47,8 +48,11 @@ class Refiner {
       return false;  // a candidate the lowering or the simulator refuses is not chosen
     }
   }
-  // No further simulation fits: the work so far plus one more like the last passes it.
-  [[nodiscard]] bool spent() const { return simulations_ > 0 && work_ + last_ > budget_; }
+  // No further simulation fits: the work so far plus one more like the last passes it,
+  // or PlanOptions::cancel is set.
+  [[nodiscard]] bool spent() const {
+    return (simulations_ > 0 && work_ + last_ > budget_) || (o_.cancel && o_.cancel->load(std::memory_order_relaxed));
+  }
   [[nodiscard]] const Partitioning& best() const { return best_; }
 
  private:
