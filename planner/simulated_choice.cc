@@ -68,11 +68,10 @@ class Refiner {
 
 }  // namespace
 
-Partitioning simulated_best(const Graph& g, const PlanOptions& o, const std::vector<Partitioning>& candidates) {
-  if (candidates.empty()) fail("eindecomp: no candidate to simulate (internal error)");
+Partitioning simulated_best(const Graph& g, const PlanOptions& o, const Partitioning& dp) {
   Refiner r(g, o);
-  for (const Partitioning& p : candidates) (void)r.offer(p);
-  if (r.best().join.empty()) return candidates[0];  // none simulated
+  (void)r.offer(dp);
+  if (r.best().join.empty()) return dp;  // not simulated
   // Hill climbing: a factor of two moved from one index of an einsum to another (head and
   // sequence splits ×2 / ÷2 and the like), the faster plan kept. Each pass tries every
   // pair of index positions (a, b) in order, and for each every einsum, most flops first:
