@@ -282,7 +282,7 @@ Partitioning solve_fitting(const Graph& g, const PlanOptions& o) {
 Partitioning eindecomp_partition(const Graph& g, const PlanOptions& o) {
   Partitioning p = solve_fitting(g, o);
   if (!o.machine || !o.refine) return p;
-  return simulated_best(g, o, {p});
+  return simulated_best(g, o, p);
 }
 
 std::unique_ptr<Strategy> make_eindecomp() { return std::make_unique<EinDecomp>(); }

@@ -87,20 +87,23 @@ class DpCost {
 [[nodiscard]] double dp_total(const Graph& g, const Partitioning& p, const DpCost& cost);
 
 // EinDecomp with the DAG step above, under make_dp_cost(g, options), then the memory
-// step of resident weights above.
+// step of resident weights above; with options.machine and options.refine, that plan
+// refined by simulation (simulated_best).
 [[nodiscard]] Partitioning eindecomp_partition(const Graph& g, const PlanOptions& options);
 
-// The candidate whose plan (placed under options.placement, weights made resident as
-// plan() does) simulates fastest on options.machine (flow, async); the first on ties and
-// when none simulates. Candidates equal once placed are simulated once; each simulation
-// stops when its clock passes the fastest so far. (simulated_choice.cc)
 // The work (tasks lowered plus events simulated) eindecomp -m spends refining its plan:
 // kRefineWork, or kRefineRuns times the DP's own plan where that is more (so that two
 // neighbours are simulated beside it however large the run).
 inline constexpr double kRefineWork = 5e6;
 inline constexpr double kRefineRuns = 3;
-[[nodiscard]] Partitioning simulated_best(const Graph& g, const PlanOptions& options,
-                                          const std::vector<Partitioning>& candidates);
+
+// `dp` refined by hill climbing on options.machine (flow, async): factor-of-two resplits
+// of one einsum at a time, each placed under options.placement (weights made resident as
+// plan() does) and simulated, the fastest kept, until a pass gains nothing, the work
+// above is spent or options.cancel is set. Plans equal once placed are simulated once;
+// each simulation stops when its clock passes the fastest so far. `dp` itself when it
+// cannot be simulated or nothing is faster. (simulated_choice.cc)
+[[nodiscard]] Partitioning simulated_best(const Graph& g, const PlanOptions& options, const Partitioning& dp);
 
 [[nodiscard]] std::unique_ptr<Strategy> make_eindecomp();
 

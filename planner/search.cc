@@ -11,6 +11,7 @@
 #include <mutex>
 #include <random>
 #include <stop_token>
+#include <string_view>
 #include <thread>
 
 #include "core/error.h"
@@ -63,10 +64,12 @@ class Searcher {
       Plan plan;
     };
     std::vector<Start> starts;
+    PlanOptions bounded = o_;
+    bounded.cancel = &cancel_;  // eindecomp's refinement stops with the budget
     for (const char* s : kStarts) {
       if (cancel_ && !starts.empty()) break;
       try {
-        starts.push_back({s, plan(g_, s, o_)});
+        starts.push_back({s, plan(g_, s, bounded)});
       } catch (const Error&) {
         continue;  // e.g. n·k not a power of two for eindecomp
       }
@@ -82,13 +85,16 @@ class Searcher {
       }
       pool_.push_back(starts.back().plan.decomposition);  // pooled for `adopt` whether simulated or not
     }
-    std::stable_sort(starts.begin() + (starts.empty() ? 0 : 1), starts.end(), [](const Start& a, const Start& b) {
+    std::stable_sort(starts.begin(), starts.end(), [](const Start& a, const Start& b) {
+      const bool ea = std::string_view(a.strategy) == "eindecomp", eb = std::string_view(b.strategy) == "eindecomp";
+      if (ea != eb) return ea;  // eindecomp first, where it could be planned
       return a.plan.total_cost() < b.plan.total_cost();
     });
     for (std::size_t i = 0; i < starts.size(); ++i) {
       const Start& s = starts[i];
-      // The first start is simulated whatever the budget; the others stop with it.
-      Outcome r = evaluate(s.plan.decomposition, rep, best_s_, /*cancellable=*/i > 0);
+      // Starts are simulated whatever the budget until one succeeds (one that the lowering
+      // or the simulator refuses does not count); the others stop with it.
+      Outcome r = evaluate(s.plan.decomposition, rep, best_s_, /*cancellable=*/std::isfinite(best_s_));
       if (r.kind == Outcome::cancelled) {
         rep.budget_reached = true;
         break;
@@ -183,7 +189,7 @@ class Searcher {
       so.stop_after_s = bound;
       if (cancellable) so.cancel = &cancel_;
       sim::SimResult res = sim::simulate(tg, *o_.machine, so);
-      if (res.stopped && !(res.makespan_s > bound)) return {Outcome::cancelled, 0};
+      if (res.cancelled) return {Outcome::cancelled, 0};
       r = {res.stopped ? Outcome::above : Outcome::done, res.makespan_s};
     } catch (const Error&) {
       // A move the lowering or the simulator refuses is simply not taken.

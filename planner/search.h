@@ -24,7 +24,7 @@
 // Metropolis threshold current·(1 − T·ln u), u drawn before simulating — past it the
 // move is refused whatever its makespan, so the bound changes no decision. The budget
 // (a watchdog setting SimOptions::cancel) abandons a simulation under way when it runs
-// out; the starts are planned first and simulated eindecomp first, then by analytic
+// out, and stops eindecomp's refinement of its start (PlanOptions::cancel); the starts are planned first and simulated eindecomp first, then by analytic
 // cost, at least one whatever the budget.
 
 #include <functional>

@@ -35,6 +35,7 @@ class Refiner {
       work_ += static_cast<double>(tg.size());
       sim::SimOptions so;  // flow network, async, longest-path priority, as `search`
       so.stop_after_s = best_s_;
+      so.cancel = o_.cancel;
       sim::SimResult r = sim::simulate(tg, *o_.machine, so);
       work_ += static_cast<double>(r.events);
       last_ = std::max(last_, static_cast<double>(tg.size() + r.events));  // the largest so far
@@ -47,8 +48,11 @@ class Refiner {
       return false;  // a candidate the lowering or the simulator refuses is not chosen
     }
   }
-  // No further simulation fits: the work so far plus one more like the last passes it.
-  [[nodiscard]] bool spent() const { return simulations_ > 0 && work_ + last_ > budget_; }
+  // No further simulation fits: the work so far plus one more like the last passes it,
+  // or PlanOptions::cancel is set.
+  [[nodiscard]] bool spent() const {
+    return (simulations_ > 0 && work_ + last_ > budget_) || (o_.cancel && o_.cancel->load(std::memory_order_relaxed));
+  }
   [[nodiscard]] const Partitioning& best() const { return best_; }
 
  private:
@@ -64,11 +68,10 @@ class Refiner {
 
 }  // namespace
 
-Partitioning simulated_best(const Graph& g, const PlanOptions& o, const std::vector<Partitioning>& candidates) {
-  if (candidates.empty()) fail("eindecomp: no candidate to simulate (internal error)");
+Partitioning simulated_best(const Graph& g, const PlanOptions& o, const Partitioning& dp) {
   Refiner r(g, o);
-  for (const Partitioning& p : candidates) (void)r.offer(p);
-  if (r.best().join.empty()) return candidates[0];  // none simulated
+  (void)r.offer(dp);
+  if (r.best().join.empty()) return dp;  // not simulated
   // Hill climbing: a factor of two moved from one index of an einsum to another (head and
   // sequence splits ×2 / ÷2 and the like), the faster plan kept. Each pass tries every
   // pair of index positions (a, b) in order, and for each every einsum, most flops first:

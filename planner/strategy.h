@@ -22,6 +22,7 @@
 // Placement (placement.h) then puts blocks on devices; strategies that only partition
 // use it.
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -71,6 +72,9 @@ struct PlanOptions {
   // eindecomp with a machine: refine the DP's plan by simulation (eindecomp.h); false:
   // the DP's plan as its cost chooses it.
   bool refine = true;
+  // Optional: when it becomes true the refinement stops, the fastest plan so far kept (a
+  // wall-clock budget, as `search`'s: the plan is then no longer a function of the inputs).
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 // Parts per index of every node's join space, and for einsums whose aggregated indices

@@ -256,6 +256,7 @@ class Run {
   std::int64_t events_ = 0;
   std::int32_t completed_ = 0;
   SimTime stop_at_ = std::isfinite(o_.stop_after_s) ? to_sim_time(std::max(0.0, o_.stop_after_s)) : kNever, stopped_ = -1;
+  bool cancelled_ = false;  // stopped by SimOptions::cancel, not stop_after_s
 };
 
 // ---- per-event bookkeeping, inline (see the top of this file): lanes

@@ -32,6 +32,7 @@ void Run::loop() {
     if (t >= kMaxSimTime) fail_clock_limit();
     if (completed_ < n_ && (t > stop_at_ || (o_.cancel && o_.cancel->load(std::memory_order_relaxed)))) {
       stopped_ = t;  // tasks end at t or later: the makespan is at least t
+      cancelled_ = !(t > stop_at_);
       return;
     }
     do {

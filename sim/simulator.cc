@@ -31,7 +31,7 @@ SimResult Run::run() {
   loop();
   SimResult r;
   if (stopped_ < 0) r = finish();
-  else r.stopped = true, r.makespan_s = to_seconds(stopped_), r.events = events_;  // SimOptions::stop_after_s, cancel
+  else r.stopped = true, r.cancelled = cancelled_, r.makespan_s = to_seconds(stopped_), r.events = events_;
   r.sim_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   return r;
 }

@@ -153,8 +153,10 @@ struct SimResult {
   double makespan_s = 0;
   // Stopped by SimOptions::stop_after_s or cancel: makespan_s is then the clock when it
   // stopped, a lower bound on the makespan (above stop_after_s unless cancelled), events
-  // those run so far, and nothing else is filled.
+  // those run so far, and nothing else is filled. cancelled: stopped by cancel, the clock
+  // not past stop_after_s.
   bool stopped = false;
+  bool cancelled = false;
   std::int64_t events = 0;
   double sim_wall_s = 0;  // the simulator's own run time (setup included)
   std::int64_t bytes_moved = 0;

@@ -42,6 +42,7 @@ TEST(SimulatorStop, ABoundStopsOnlyRunsThatEndPastIt) {
             EXPECT_EQ(r.timeline, full.timeline);
           } else {
             EXPECT_TRUE(r.stopped);
+            EXPECT_FALSE(r.cancelled);
             EXPECT_GT(r.makespan_s, bound);  // past the bound...
             EXPECT_LE(r.makespan_s, t);      // ...and never above the makespan it stands for
             EXPECT_LT(r.events, full.events);
@@ -60,6 +61,7 @@ TEST(SimulatorStop, ACancelledRunSaysSo) {
   o.cancel = &cancel;
   const SimResult r = simulate(tg, machine_preset("h100-sxm-8"), o);
   EXPECT_TRUE(r.stopped);
+  EXPECT_TRUE(r.cancelled);
   cancel = false;
   const SimResult full = simulate(tg, machine_preset("h100-sxm-8"), o);
   EXPECT_FALSE(full.stopped);
