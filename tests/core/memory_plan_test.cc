@@ -18,6 +18,7 @@
 #include "runtime/executor.h"
 #include "sim/simulator.h"
 #include "sim/task_graph_json.h"
+#include "tests/sim/sim_test_util.h"
 
 #include <nlohmann/json.hpp>
 
@@ -259,6 +260,27 @@ TEST(MemoryPlan, RefusesAPlannedGraph) {
   const TaskGraph tg = lower(g, split_largest(g, 1));
   const MemoryPlan p = plan_memory(tg, caps(tg, largest_working_set(tg)));
   EXPECT_THROW((void)plan_memory(p.graph, caps(p.graph, largest_working_set(tg))), Error);
+}
+
+// An input nothing reads dies as soon as it is written; the next input placed in its
+// range (here the only one: the cap holds one block) must wait for its writer, or both
+// are live at once in one range (inputs were emitted without their range's dependencies).
+TEST(MemoryPlan, AnInputPlacedInAnUnreadInputsRangeWaitsForIt) {
+  constexpr std::int64_t kBytes = 4096;
+  sim::testing::TgBuilder b(1);
+  (void)b.input(0, kBytes);  // both read by nothing: each is released as soon as it is placed
+  (void)b.input(0, kBytes);
+  const TaskGraph& tg = b.graph();
+  const MemoryPlan plan = plan_memory(tg, caps(tg, kBytes));
+  std::vector<std::size_t> inputs;
+  for (std::size_t i = 0; i < plan.graph.tasks.size(); ++i)
+    if (plan.graph.tasks[i].kind == TaskKind::input && !plan.graph.buffer(plan.graph.tasks[i].writes).host) inputs.push_back(i);
+  ASSERT_EQ(inputs.size(), 2u);
+  const auto& second = plan.graph.tasks[inputs[1]].deps;
+  EXPECT_NE(std::find(second.begin(), second.end(), TaskId(static_cast<std::int32_t>(inputs[0]))), second.end());
+  Rng rng(7);
+  for (int order = 0; order < 50; ++order)
+    for (std::int64_t p : random_order_peak(plan.graph, rng)) ASSERT_LE(p, kBytes) << "random order " << order;
 }
 
 TEST(MemoryPlan, ParsesCaps) {
