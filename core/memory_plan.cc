@@ -187,15 +187,13 @@ class Planner {
     for (std::int32_t i : ids) deps.emplace_back(i);
   }
 
-  // Claims `size` bytes on device d for `buffer` and records the tasks that released
-  // them in its alloc_deps: of the free ranges large enough, the one whose last user
-  // was emitted earliest (so that what waits for it can start soonest: a load can run
-  // ahead of its reader), then the lowest; with first_fit, the lowest. False when no
-  // free range is large enough.
-  bool allocate(std::size_t d, std::int32_t buffer, bool first_fit = false) {
-    auto& mem = memory_[d];
-    Inst& in = inst_[static_cast<std::size_t>(buffer)];
-    const std::int64_t size = in.size;
+  // Where `allocate` would put `size` bytes on device d, changing nothing: of the free
+  // ranges large enough, the one whose last user was emitted earliest (so that what
+  // waits for it can start soonest: a load can run ahead of its reader), then the
+  // lowest; with first_fit, the lowest. The offset, or -1 when no free range is large
+  // enough.
+  std::int64_t find_range(std::size_t d, std::int64_t size, bool first_fit = false) const {
+    const auto& mem = memory_[d];
     auto best = mem.end();
     std::int32_t best_newest = 0;
     for (auto start = mem.begin(); start != mem.end(); ++start) {
@@ -215,9 +213,20 @@ class Planner {
       }
       if (first_fit) break;
     }
-    if (best == mem.end()) return false;
+    return best == mem.end() ? -1 : best->first;
+  }
+
+  // Claims `size` bytes on device d for `buffer` at find_range's offset and records the
+  // tasks that released them in its alloc_deps. False, changing nothing, when no free
+  // range is large enough.
+  bool allocate(std::size_t d, std::int32_t buffer, bool first_fit = false) {
+    auto& mem = memory_[d];
+    Inst& in = inst_[static_cast<std::size_t>(buffer)];
+    const std::int64_t size = in.size;
+    const std::int64_t at = find_range(d, size, first_fit);
+    if (at < 0) return false;
     {
-      auto start = best;
+      auto start = mem.find(at);
       std::int64_t run = 0;
       auto end = start;
       while (run < size) {
@@ -248,11 +257,21 @@ class Planner {
     }
   }
 
-  // The largest run of adjacent free segments on device d.
-  std::int64_t largest_free_range(std::size_t d) const {
+  // The largest run of adjacent free bytes on device d once [taken, taken + size) is
+  // taken (a dry run of an allocation; size 0 takes nothing).
+  std::int64_t largest_free_range(std::size_t d, std::int64_t taken = 0, std::int64_t size = 0) const {
+    const std::int64_t taken_end = taken + size;
     std::int64_t run = 0, best = 0;
     for (const auto& [offset, seg] : memory_[d]) {
-      run = seg.buffer < 0 ? run + seg.size : 0;
+      const std::int64_t end = offset + seg.size;
+      if (seg.buffer >= 0) {
+        run = 0;
+      } else if (size == 0 || end <= taken || offset >= taken_end) {
+        run += seg.size;
+      } else {  // the free bytes before the taken range end a run; those after start one
+        best = std::max(best, run + std::max<std::int64_t>(0, taken - offset));
+        run = std::max<std::int64_t>(0, end - taken_end);
+      }
       best = std::max(best, run);
     }
     return best;
@@ -577,25 +596,18 @@ class Planner {
           --left;
           continue;
         }
-        pending_.clear();
-        const std::int32_t fresh = fresh_for(l);
         // The range taken must leave one free range large enough for the growth ahead:
-        // free bytes split into holes are no room for the next activation.
-        const auto saved = memory_[d];
-        const std::int64_t saved_high = high_[d];
-        bool ok = allocate(d, fresh);
-        if (ok && largest_free_range(d) < peak_growth[d] + largest_new[d]) {
-          memory_[d] = saved;
-          high_[d] = saved_high;
-          ok = false;
-        }
-        if (!ok) {
-          spare_[l] = fresh;  // kept for its next placement
-          pending_.clear();
+        // free bytes split into holes are no room for the next activation. A dry run,
+        // so that a refused load changes nothing.
+        const std::int64_t at = find_range(d, size);
+        if (at < 0 || largest_free_range(d, at, size) < peak_growth[d] + largest_new[d]) {
           blocked[d] = 1;
           --left;
           continue;
         }
+        pending_.clear();
+        const std::int32_t fresh = fresh_for(l);
+        if (!allocate(d, fresh)) throw std::logic_error("memory plan: a prefetch's dry run and its allocation disagree (internal error)");
         free[d] -= size;
         settle_placed(d);
       }

@@ -18,6 +18,7 @@
 #include "runtime/executor.h"
 #include "sim/simulator.h"
 #include "sim/task_graph_json.h"
+#include "tests/sim/sim_test_util.h"
 
 #include <nlohmann/json.hpp>
 
@@ -259,6 +260,63 @@ TEST(MemoryPlan, RefusesAPlannedGraph) {
   const TaskGraph tg = lower(g, split_largest(g, 1));
   const MemoryPlan p = plan_memory(tg, caps(tg, largest_working_set(tg)));
   EXPECT_THROW((void)plan_memory(p.graph, caps(p.graph, largest_working_set(tg))), Error);
+}
+
+// An input nothing reads dies as soon as it is written; the next input placed in its
+// range (here the only one: the cap holds one block) must wait for its writer, or both
+// are live at once in one range (inputs were emitted without their range's dependencies).
+TEST(MemoryPlan, AnInputPlacedInAnUnreadInputsRangeWaitsForIt) {
+  constexpr std::int64_t kBytes = 4096;
+  sim::testing::TgBuilder b(1);
+  (void)b.input(0, kBytes);  // both read by nothing: each is released as soon as it is placed
+  (void)b.input(0, kBytes);
+  const TaskGraph& tg = b.graph();
+  const MemoryPlan plan = plan_memory(tg, caps(tg, kBytes));
+  std::vector<std::size_t> inputs;
+  for (std::size_t i = 0; i < plan.graph.tasks.size(); ++i)
+    if (plan.graph.tasks[i].kind == TaskKind::input && !plan.graph.buffer(plan.graph.tasks[i].writes).host) inputs.push_back(i);
+  ASSERT_EQ(inputs.size(), 2u);
+  const auto& second = plan.graph.tasks[inputs[1]].deps;
+  EXPECT_NE(std::find(second.begin(), second.end(), TaskId(static_cast<std::int32_t>(inputs[0]))), second.end());
+  Rng rng(7);
+  for (int order = 0; order < 50; ++order)
+    for (std::int64_t p : random_order_peak(plan.graph, rng)) ASSERT_LE(p, kBytes) << "random order " << order;
+}
+
+// A prefetched load is refused when the range it would take leaves no single free range
+// as large as the growth ahead. Under a 20-unit cap (and 128 bytes), inputs f (10 units),
+// r (1) and i (9) fill memory in that order and l (1 unit) starts in host memory; f dies
+// first, then i. Once i is dead the free bytes are ample (19 units, past the slack) but
+// the earliest released range, f's, is where l would go, leaving two holes of 9 units on
+// either side of r where the 5-unit activation y (counted twice by the check) asks for
+// 10: the load waits until y is written, and the cap holds.
+TEST(MemoryPlan, APrefetchThatWouldSplitTheFreeRangeWaitsForTheActivation) {
+  constexpr std::int64_t kUnit = 6400;
+  sim::testing::TgBuilder b(1);
+  const BufferId f = b.input(0, 10 * kUnit);
+  const BufferId r = b.input(0, kUnit);
+  const BufferId i = b.input(0, 9 * kUnit);
+  const BufferId l = b.input(0, kUnit);
+  (void)b.compute(0, 1e6, 10 * kUnit, {f, r});
+  (void)b.compute(0, 1e6, 9 * kUnit, {i});
+  const BufferId y = b.compute(0, 1e6, kUnit, {r}, 5 * kUnit);
+  b.output(b.compute(0, 1e6, 6 * kUnit, {y, l, r}));
+  const TaskGraph& tg = b.graph();
+  const std::int64_t cap = 20 * kUnit + 2 * kMemoryAlignment;
+  const MemoryPlan plan = plan_memory(tg, caps(tg, cap));
+  EXPECT_EQ(plan.stats.host_inputs, 1);
+  EXPECT_EQ(plan.stats.loads, 1);
+  std::size_t load = 0, activation = 0;
+  for (std::size_t k = 0; k < plan.graph.tasks.size(); ++k) {
+    const Task& t = plan.graph.tasks[k];
+    if (t.kind == TaskKind::load) load = k;
+    if (t.kind == TaskKind::compute && t.writes.valid() && plan.graph.buffer(t.writes).bytes() == 5 * kUnit) activation = k;
+  }
+  EXPECT_GT(load, activation) << "the load of l was emitted before the activation y";
+  EXPECT_LE(plan.stats.planned_peak_bytes.at(0), cap);
+  Rng rng(11);
+  for (int order = 0; order < 50; ++order)
+    for (std::int64_t p : random_order_peak(plan.graph, rng)) ASSERT_LE(p, cap) << "random order " << order;
 }
 
 TEST(MemoryPlan, ParsesCaps) {

@@ -3,6 +3,8 @@
 // for the touches of the copy lane.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "tests/sim/sim_test_util.h"
 #include "sim/simulator.h"
 
@@ -70,6 +72,7 @@ TEST(SimOffload, ALoadDoesNotWaitForTouches) {
   const BufferId src = b.input(0, 4 * kBytes);
   const BufferId dst = b.buffer(0, 4 * kBytes);
   b.touch(src, dst);  // 4 MB over 1 GB/s of memory bandwidth: about 4 ms on the copy lane
+  const TaskId touch_id = b.last();
   const BufferId dev = b.input(0, kBytes);
   const TaskId writer = b.last();
   TaskGraph tg = b.graph();
@@ -77,9 +80,15 @@ TEST(SimOffload, ALoadDoesNotWaitForTouches) {
   tg.buffers.push_back(tg.buffers[dev.index()]);
   tg.buffers.back().host = false;
   tg.tasks.push_back(host_copy(TaskKind::load, dev, BufferId(static_cast<std::int32_t>(tg.buffers.size() - 1)), writer));
+  const TaskId load_id(static_cast<std::int32_t>(tg.tasks.size() - 1));
   const SimResult r = simulate(tg, m, SimOptions{});
-  const Span& touch = r.timeline.spans[1];
-  const Span& load = r.timeline.spans.back();
+  auto span_of = [&](TaskId id) {
+    const auto it = std::find_if(r.timeline.spans.begin(), r.timeline.spans.end(), [&](const Span& s) { return s.task == id; });
+    EXPECT_NE(it, r.timeline.spans.end()) << "no span for task " << id.value;
+    return it == r.timeline.spans.end() ? Span{} : *it;
+  };
+  const Span touch = span_of(touch_id);
+  const Span load = span_of(load_id);
   ASSERT_GT(touch.end_s - touch.start_s, 1e-3);
   EXPECT_NEAR(load.start_s, 0, 1e-12);  // beside the touch, not after it
   EXPECT_NEAR(load.end_s, 1e-3, 1e-9);
