@@ -103,7 +103,9 @@ TEST(AllGatherLowering, OtherRepartitionsStayMoves) {
   ASSERT_EQ(of_v.collectives.size(), 1u);
   const NodeId v = rows.g.node(rows.z).inputs[1];
   for (const Task& t : of_v.tasks)
-    if (t.kind == TaskKind::collective) EXPECT_EQ(t.node, v) << "the all-gather is v's, not y's";
+    if (t.kind == TaskKind::collective) {
+      EXPECT_EQ(t.node, v) << "the all-gather is v's, not y's";
+    }
   rows.d.nodes[v.index()].partition = Partition::even(rows.g.join_shape(v), {1, 1});
   rows.d.nodes[v.index()].devices = {DeviceId(0)};
   rows.d.validate(rows.g);

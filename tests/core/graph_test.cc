@@ -37,9 +37,9 @@ TEST(Graph, ShapesAreCheckedOnEveryEdge) {
 
 TEST(Graph, SelectPiecesMustTileTheOutputExactly) {
   Graph g;
-  Node in{NodeKind::input, "x", {}, {4}, DType::f32, {}, {}, {}};
+  Node in{NodeKind::input, "x", {}, {4}, DType::f32, {}, {}, {}, InputRole::unspecified, {}};
   NodeId x = g.add(in);
-  Node sel{NodeKind::select, "s", {x}, {4}, DType::f32, {}, {}, {}};
+  Node sel{NodeKind::select, "s", {x}, {4}, DType::f32, {}, {}, {}, InputRole::unspecified, {}};
   sel.pieces = {SelectPiece{0, {0}, {0}, {2}}};  // covers half
   EXPECT_NE(error_of([&] { g.add(sel); }).find("pieces cover 2 of 4 elements"), std::string::npos);
   sel.pieces = {SelectPiece{0, {0}, {0}, {3}}, SelectPiece{0, {0}, {2}, {2}}};  // overlap

@@ -37,7 +37,9 @@ void expect_path(const Machine& m, int src, int dst, const std::vector<LinkId>& 
     const Link& l = m.link(r[k]);
     ASSERT_EQ(l.from, at) << src << "->" << dst << " link " << l.name;
     at = l.to;
-    if (k + 1 < r.size()) ASSERT_GE(at, m.num_devices()) << "the route passes through device " << at;
+    if (k + 1 < r.size()) {
+      ASSERT_GE(at, m.num_devices()) << "the route passes through device " << at;
+    }
   }
   EXPECT_EQ(at, dst);
 }
