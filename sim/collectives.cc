@@ -516,6 +516,18 @@ Rect piece_of(const Rect& r, int j, int pieces) {
   return p;
 }
 
+// How many pieces a lowered ring cuts its regions into: at least 512 KiB each (the largest
+// region's bytes over kSliceBytes), at most kMaxSlices, and no more than the thinnest region
+// has rows along its piece dimension.
+int lowered_pieces(const CollectiveSpec& s) {
+  std::int64_t largest = 0, thinnest = std::numeric_limits<std::int64_t>::max();
+  for (const Rect& reg : s.regions) {
+    largest = std::max(largest, reg.elements() * dtype_bytes(s.dtype));
+    thinnest = std::min(thinnest, reg.rank == 0 ? std::int64_t{1} : reg.size[piece_dim(reg)]);
+  }
+  return static_cast<int>(std::clamp<std::int64_t>(std::min<std::int64_t>(largest / kSliceBytes, thinnest), 1, kMaxSlices));
+}
+
 // A lowered reduce-scatter (or all-reduce) as NCCL's pipelined ring: rank r's region
 // travels the ring from rank r + 1 around to r, each rank adding its own part (two
 // accumulating touches into a fresh buffer; the last step adds straight into rank r's
@@ -524,12 +536,7 @@ Rect piece_of(const Rect& r, int j, int pieces) {
 void lowered_ring(const Task& t, const CollectiveSpec& s, CollectiveRewriter& r) {
   const int m = s.ranks;
   auto mod = [m](int v) { return ((v % m) + m) % m; };
-  std::int64_t largest = 0, thinnest = std::numeric_limits<std::int64_t>::max();
-  for (const Rect& reg : s.regions) {
-    largest = std::max(largest, reg.elements() * dtype_bytes(s.dtype));
-    thinnest = std::min(thinnest, reg.rank == 0 ? std::int64_t{1} : reg.size[piece_dim(reg)]);
-  }
-  const int pieces = static_cast<int>(std::clamp<std::int64_t>(std::min<std::int64_t>(largest / kSliceBytes, thinnest), 1, kMaxSlices));
+  const int pieces = lowered_pieces(s);
   auto whole_of = [](const Rect& reg) { return Rect::whole(reg.shape()); };
   std::vector<std::vector<TaskId>> last_into;  // per piece, per rank: its last incoming move
   for (int j = 0; j < pieces; ++j) {
@@ -580,12 +587,7 @@ void lowered_ring(const Task& t, const CollectiveSpec& s, CollectiveRewriter& r)
 void lowered_ring_all_gather(const Task& t, const CollectiveSpec& s, CollectiveRewriter& r) {
   const int m = s.ranks;
   auto mod = [m](int v) { return ((v % m) + m) % m; };
-  std::int64_t largest = 0, thinnest = std::numeric_limits<std::int64_t>::max();
-  for (const Rect& reg : s.regions) {
-    largest = std::max(largest, reg.elements() * dtype_bytes(s.dtype));
-    thinnest = std::min(thinnest, reg.rank == 0 ? std::int64_t{1} : reg.size[piece_dim(reg)]);
-  }
-  const int pieces = static_cast<int>(std::clamp<std::int64_t>(std::min<std::int64_t>(largest / kSliceBytes, thinnest), 1, kMaxSlices));
+  const int pieces = lowered_pieces(s);
   for (int i = 0; i < m; ++i) {
     const auto ui = static_cast<std::size_t>(i);
     const Rect whole = Rect::whole(s.regions[ui].shape());
