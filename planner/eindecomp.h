@@ -91,18 +91,33 @@ class DpCost {
 // refined by simulation (simulated_best).
 [[nodiscard]] Partitioning eindecomp_partition(const Graph& g, const PlanOptions& options);
 
-// The work (tasks lowered plus events simulated) eindecomp -m spends refining its plan:
-// kRefineWork, or kRefineRuns times the DP's own plan where that is more (so that two
-// neighbours are simulated beside it however large the run).
+// The work (tasks lowered plus events simulated) eindecomp -m spends refining its plan,
+// given w, the work of simulating the DP's own plan (its tasks plus events): where one
+// simulation is small the hill climb can afford to converge, where it is large the
+// refinement must stay within a few seconds (the 5 s goal of `simulate` at 1,024
+// devices). So
+//
+//   refine_budget(w) = max(kRefineRuns·w, clamp(kRefineWorkSmall·kRefineSmall / w,
+//                                               kRefineWork, kRefineWorkSmall))
+//
+// 10 M while w <= 200 k (LLaMA-65B block: 8 to 256 devices with resident weights, 8 and
+// 64 fetched; 45 to thousands of simulations of the DP plan's size), falling as 1/w
+// to 5 M at w = 400 k and beyond (1,024 devices: about 8), and never fewer than three
+// simulations of the DP's plan (its own and two neighbours) however large the run.
 inline constexpr double kRefineWork = 5e6;
+inline constexpr double kRefineWorkSmall = 1e7;
+inline constexpr double kRefineSmall = 2e5;
 inline constexpr double kRefineRuns = 3;
+[[nodiscard]] double refine_budget(double dp_work);
 
 // `dp` refined by hill climbing on options.machine (flow, async): factor-of-two resplits
 // of one einsum at a time, each placed under options.placement (weights made resident as
 // plan() does) and simulated, the fastest kept, until a pass gains nothing, the work
-// above is spent or options.cancel is set. Plans equal once placed are simulated once;
-// each simulation stops when its clock passes the fastest so far. `dp` itself when it
-// cannot be simulated or nothing is faster. (simulated_choice.cc)
+// above is spent or options.cancel is set. Each pass tries first the moves that gained
+// in earlier passes (the latest first), then every other in a fixed order. Plans equal
+// once placed are simulated once; each simulation stops once it cannot beat the fastest
+// so far (sim::SimOptions::stop_after_s). `dp` itself when it cannot be simulated or
+// nothing is faster. (simulated_choice.cc)
 [[nodiscard]] Partitioning simulated_best(const Graph& g, const PlanOptions& options, const Partitioning& dp);
 
 [[nodiscard]] std::unique_ptr<Strategy> make_eindecomp();

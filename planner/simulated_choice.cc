@@ -11,6 +11,13 @@
 #include "sim/simulator.h"
 
 namespace tessel::planner {
+
+double refine_budget(double dp_work) {
+  const double w = std::max(dp_work, 1.0);
+  const double scaled = std::clamp(kRefineWorkSmall * kRefineSmall / w, kRefineWork, kRefineWorkSmall);
+  return std::max(kRefineRuns * dp_work, scaled);
+}
+
 namespace {
 
 using namespace detail;
@@ -39,7 +46,7 @@ class Refiner {
       sim::SimResult r = sim::simulate(tg, *o_.machine, so);
       work_ += static_cast<double>(r.events);
       last_ = std::max(last_, static_cast<double>(tg.size() + r.events));  // the largest so far
-      if (simulations_++ == 0) budget_ = std::max(kRefineWork, kRefineRuns * last_);
+      if (simulations_++ == 0) budget_ = refine_budget(last_);  // the DP's plan, simulated whole
       if (r.stopped || !(r.makespan_s < best_s_)) return false;
       best_s_ = r.makespan_s;
       best_ = p;
@@ -48,8 +55,8 @@ class Refiner {
       return false;  // a candidate the lowering or the simulator refuses is not chosen
     }
   }
-  // No further simulation fits: the work so far plus one more like the last passes it,
-  // or PlanOptions::cancel is set.
+  // No further simulation fits: the work so far plus one more like the largest passes
+  // it, or PlanOptions::cancel is set.
   [[nodiscard]] bool spent() const {
     return (simulations_ > 0 && work_ + last_ > budget_) || (o_.cancel && o_.cancel->load(std::memory_order_relaxed));
   }
@@ -66,6 +73,13 @@ class Refiner {
   int simulations_ = 0;
 };
 
+// A factor of two moved from index position a of an einsum's join to position b.
+struct Move {
+  NodeId id;
+  std::size_t a = 0, b = 0;
+  friend bool operator==(const Move&, const Move&) = default;
+};
+
 }  // namespace
 
 Partitioning simulated_best(const Graph& g, const PlanOptions& o, const Partitioning& dp) {
@@ -73,10 +87,14 @@ Partitioning simulated_best(const Graph& g, const PlanOptions& o, const Partitio
   (void)r.offer(dp);
   if (r.best().join.empty()) return dp;  // not simulated
   // Hill climbing: a factor of two moved from one index of an einsum to another (head and
-  // sequence splits ×2 / ÷2 and the like), the faster plan kept. Each pass tries every
-  // pair of index positions (a, b) in order, and for each every einsum, most flops first:
-  // the same kind of move across the graph before the next kind. Passes repeat while one
-  // gains, until the work budget is spent.
+  // sequence splits ×2 / ÷2 and the like), the faster plan kept (first improvement).
+  // The fixed order: every pair of index positions (a, b) in turn, and for each every
+  // einsum, most flops first — the same kind of move across the graph before the next
+  // kind. Each pass tries first the moves that gained in earlier passes, the latest
+  // first (a move that helped once, on a plan that has changed since, often helps
+  // again: the elementwise nodes between two resplit einsums follow them one factor of
+  // two at a time), then the rest in the fixed order. Passes repeat while one gains,
+  // until the work budget is spent.
   std::vector<std::pair<double, NodeId>> order;
   std::size_t rank = 0;
   for (NodeId id : g.ids()) {
@@ -87,23 +105,35 @@ Partitioning simulated_best(const Graph& g, const PlanOptions& o, const Partitio
     rank = std::max(rank, g.join_shape(id).size());
   }
   std::stable_sort(order.begin(), order.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+  std::vector<Move> fixed;
+  for (std::size_t a = 0; a < rank; ++a)
+    for (std::size_t b = 0; b < rank; ++b)
+      for (std::size_t i = 0; i < order.size() && a != b; ++i) fixed.push_back({order[i].second, a, b});
+  // `m` applied to the fastest plan so far and simulated; true when it is faster.
+  auto attempt = [&](const Move& m) {
+    const Shape js = g.join_shape(m.id);
+    Partitioning p = r.best();
+    Parts& parts = p.join[m.id.index()];
+    if (std::max(m.a, m.b) >= js.size() || parts[m.a] % 2 != 0 || static_cast<std::int64_t>(parts[m.b]) * 2 > js[m.b])
+      return false;
+    parts[m.a] /= 2;
+    parts[m.b] *= 2;
+    if (!p.output.empty()) p.output[m.id.index()].clear();
+    fill_unplanned(g, p.join, p.output);
+    return r.offer(p);
+  };
+  std::vector<Move> gained;  // moves that gained, the latest first
   for (bool improved = true; improved && !r.spent();) {
     improved = false;
-    for (std::size_t a = 0; a < rank; ++a)
-      for (std::size_t b = 0; b < rank; ++b)
-        for (std::size_t i = 0; i < order.size() && a != b && !r.spent(); ++i) {
-          const NodeId id = order[i].second;
-          const Shape js = g.join_shape(id);
-          Partitioning p = r.best();
-          Parts& parts = p.join[id.index()];
-          if (std::max(a, b) >= js.size() || parts[a] % 2 != 0 || static_cast<std::int64_t>(parts[b]) * 2 > js[b])
-            continue;
-          parts[a] /= 2;
-          parts[b] *= 2;
-          if (!p.output.empty()) p.output[id.index()].clear();
-          fill_unplanned(g, p.join, p.output);
-          if (r.offer(p)) improved = true;
-        }
+    std::vector<Move> pass = gained;
+    for (const Move& m : fixed)
+      if (std::find(gained.begin(), gained.end(), m) == gained.end()) pass.push_back(m);
+    for (std::size_t i = 0; i < pass.size() && !r.spent(); ++i) {
+      if (!attempt(pass[i])) continue;
+      improved = true;
+      std::erase(gained, pass[i]);
+      gained.insert(gained.begin(), pass[i]);
+    }
   }
   return r.best();
 }

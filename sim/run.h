@@ -257,6 +257,11 @@ class Run {
   std::int32_t completed_ = 0;
   SimTime stop_at_ = std::isfinite(o_.stop_after_s) ? to_sim_time(std::max(0.0, o_.stop_after_s)) : kNever, stopped_ = -1;
   bool cancelled_ = false;  // stopped by SimOptions::cancel, not stop_after_s
+  // The makespan cannot be below a released task's release time plus its longest
+  // undisturbed path to the end (Info::rank; tasks only slow down under interference and
+  // shared links): the largest such bound past stop_at_ + kBoundSlack stops the run.
+  static constexpr SimTime kBoundSlack = 1000;  // 1 ns: rounding along a path, with room
+  SimTime path_bound_ = -1;
 };
 
 // ---- per-event bookkeeping, inline (see the top of this file): lanes

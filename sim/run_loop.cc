@@ -30,9 +30,9 @@ void Run::loop() {
     SimTime t = std::min(queue_.next_time(), network_->next_time());
     if (t == kNever) break;
     if (t >= kMaxSimTime) fail_clock_limit();
-    if (completed_ < n_ && (t > stop_at_ || (o_.cancel && o_.cancel->load(std::memory_order_relaxed)))) {
-      stopped_ = t;  // tasks end at t or later: the makespan is at least t
-      cancelled_ = !(t > stop_at_);
+    if (completed_ < n_ && (t > stop_at_ || path_bound_ >= 0 || (o_.cancel && o_.cancel->load(std::memory_order_relaxed)))) {
+      stopped_ = std::max(t, path_bound_);  // tasks end at t or later: the makespan is at least t
+      cancelled_ = !(t > stop_at_) && path_bound_ < 0;
       return;
     }
     do {
@@ -101,6 +101,8 @@ void Run::make_ready(const Released& r) {
     return;
   }
   const Info& in = info_[ui];
+  if (stop_at_ != kNever && o_.priority == Priority::longest_path && r.at + in.rank > stop_at_ + kBoundSlack)
+    path_bound_ = std::max(path_bound_, r.at + in.rank);  // it cannot end by stop_at_
   if (in.lane == kNoLane) {
     instant_.push_back(r);
     return;

@@ -269,6 +269,22 @@ TEST(EinDecompRefine, IsNeverSlowerThanTheDpPlanAndDeterministic) {
   }
 }
 
+// The refinement's work budget: 10 M where one simulation of the DP's plan is small, 5 M
+// where it is large, falling as 1/w between, and never below three simulations.
+TEST(EinDecompRefine, BudgetFallsWithTheSizeOfOneSimulation) {
+  EXPECT_EQ(refine_budget(1'000), kRefineWorkSmall);
+  EXPECT_EQ(refine_budget(kRefineSmall), kRefineWorkSmall);
+  EXPECT_DOUBLE_EQ(refine_budget(1.25 * kRefineSmall), kRefineWorkSmall / 1.25);
+  EXPECT_EQ(refine_budget(2 * kRefineSmall), kRefineWork);
+  EXPECT_EQ(refine_budget(1e6), kRefineWork);
+  EXPECT_EQ(refine_budget(4e6), kRefineRuns * 4e6);  // three simulations of the DP's plan
+  double prev = refine_budget(0);
+  for (double w = 1e3; w <= 1e6; w *= 1.1) {  // non-increasing until the floor takes over
+    EXPECT_LE(refine_budget(w), prev) << w;
+    prev = refine_budget(w);
+  }
+}
+
 // A refinement that does something: on this case the DP's plan has a faster neighbour
 // (5.56e-5 s against the DP's 6.59e-5 s on 2026-11-24).
 TEST(EinDecompRefine, ImprovesOnTheDpPlanWhereANeighbourIsFaster) {

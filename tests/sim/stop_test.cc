@@ -19,7 +19,9 @@ struct Case {
 
 TEST(SimulatorStop, ABoundStopsOnlyRunsThatEndPastIt) {
   for (const Case& c : {Case{"llama-block:model=7b,seq=128", "cluster:4xh100-sxm-8", 32},
-                        Case{"chain-sum:size=2000,skewed=1", "h100-sxm-8", 8}}) {
+                        Case{"chain-sum:size=2000,skewed=1", "h100-sxm-8", 8},
+                        Case{"llama-block:model=tiny,seq=64", "cluster:2xh100-sxm-8", 16},
+                        Case{"ffn:tokens=64,dim=32,hidden=64", "h100-sxm-8", 4}}) {
     Graph g = build_workload(c.workload);
     TaskGraph tg = lower(g, split_largest(g, c.devices));
     Machine m = machine_preset(c.machine);
@@ -51,6 +53,29 @@ TEST(SimulatorStop, ABoundStopsOnlyRunsThatEndPastIt) {
         }
       }
   }
+}
+
+// The path bound: a task released at t cannot let the run end before t plus its longest
+// undisturbed path to the end. On one device the two GEMMs of a chain depend on each
+// other, so at time 0 that path is the whole makespan: a bound below it stops the run
+// before any GEMM runs (only the inputs' zero-time events), and the clock it reports is
+// the path, not 0.
+TEST(SimulatorStop, ALongestPathPastTheBoundStopsTheRunAtOnce) {
+  Graph g = build_workload("chain:size=512");
+  TaskGraph tg = lower(g, split_largest(g, 1));
+  Machine m = machine_preset("h100-sxm-8");
+  SimOptions o;
+  const SimResult full = simulate(tg, m, o);
+  o.stop_after_s = 0.5 * full.makespan_s;
+  const SimResult r = simulate(tg, m, o);
+  EXPECT_TRUE(r.stopped);
+  EXPECT_FALSE(r.cancelled);
+  EXPECT_GT(r.makespan_s, o.stop_after_s);
+  EXPECT_LE(r.makespan_s, full.makespan_s);
+  o.priority = Priority::fifo;  // no longest paths computed: only the clock stops it
+  const SimResult fifo = simulate(tg, m, o);
+  EXPECT_TRUE(fifo.stopped);
+  EXPECT_LT(r.events, fifo.events);  // the clock had to pass the bound: the first GEMM ran
 }
 
 TEST(SimulatorStop, ACancelledRunSaysSo) {
