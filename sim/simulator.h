@@ -115,7 +115,9 @@ struct SimOptions {
   std::vector<char> fused;
   // Stop early (SimResult::stopped) once the simulated clock passes stop_after_s while
   // tasks remain — the run cannot end by then (a planner's bound: it cannot beat a known
-  // makespan) — or when *cancel is true (read once per event time; a wall-clock budget).
+  // makespan) — or, under longest-path priority, once a task released at t has t plus its
+  // longest undisturbed path past it (by more than 1 ns), or when *cancel is true (read
+  // once per event time; a wall-clock budget).
   // Graphs with collective nodes ignore both.
   double stop_after_s = std::numeric_limits<double>::infinity();
   const std::atomic<bool>* cancel = nullptr;
@@ -152,7 +154,7 @@ struct SimResult {
   Policy policy = Policy::async;
   double makespan_s = 0;
   // Stopped by SimOptions::stop_after_s or cancel: makespan_s is then the clock when it
-  // stopped, a lower bound on the makespan (above stop_after_s unless cancelled), events
+  // stopped (or the end of the longest path that stopped it), a lower bound on the makespan (above stop_after_s unless cancelled), events
   // those run so far, and nothing else is filled. cancelled: stopped by cancel, the clock
   // not past stop_after_s.
   bool stopped = false;
