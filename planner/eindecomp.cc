@@ -167,10 +167,11 @@ class EinDecomp final : public Strategy {
     return "EinDecomp's dynamic program over trees, shared nodes solved jointly with their consumers: minimises "
            "elements replicated, aggregated and repartitioned (replicas of resident weights free while they fit in "
            "memory; with -m on several hosts: weighted by the bandwidth of the links they cross). With -m the DP's "
-           "plan is then refined on the machine: factor-of-two resplits of one einsum at a time (head and sequence "
-           "splits x2 / /2 and the like), each lowered and simulated (flow, async), the fastest kept, within a fixed "
-           "amount of simulated work (5 M tasks and events, or three simulations of the DP's plan where that is "
-           "more; deterministic, no clock)";
+           "plan (or data-parallel's, where the graph has a batch to split and that is faster) is then refined on "
+           "the machine: factor-of-two resplits of one einsum at a time (head and sequence splits x2 / /2 and the "
+           "like), each lowered and simulated (flow, async), the fastest kept, within an amount of simulated work "
+           "that depends on the size of one simulation of the DP's plan, w tasks and events: 10 M while w <= 200 k, "
+           "falling as 1/w to 5 M at 400 k, never fewer than three simulations (deterministic, no clock)";
   }
   Partitioning partition(const Graph& g, const PlanOptions& o) const override { return eindecomp_partition(g, o); }
 };
