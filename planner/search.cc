@@ -31,7 +31,6 @@ using Clock = std::chrono::steady_clock;
 const char* const kStarts[] = {"eindecomp", "split-largest", "megatron", "dp-tp", "sqrt-split", "data-parallel",
                                "block-per-device"};
 constexpr double kT0 = 0.02;
-
 constexpr int kMaxIdleDraws = 10'000;  // moves in a row that change nothing: stop
 
 class Searcher {
