@@ -216,6 +216,11 @@ class Lowering {
 
   TaskId emit(Task t) {
     TaskId id(static_cast<std::int32_t>(tg_.tasks.size()));
+    if (options_.max_tasks > 0 && id.value >= options_.max_tasks)
+      throw ResourceError("lowering: more than " + std::to_string(options_.max_tasks) +
+                          " tasks (LowerOptions::max_tasks)");
+    if (options_.cancel && (id.value & 4095) == 0 && options_.cancel->load(std::memory_order_relaxed))
+      fail("lowering: cancelled (LowerOptions::cancel)");
     // All writers of a buffer are emitted before its first reader (asserted by
     // TaskGraph::validate's ordering check in tests), so they are known here.
     for (BufferId b : t.reads)

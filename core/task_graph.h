@@ -30,6 +30,7 @@
 // from plan_memory(), the tasks that must finish before the memory its output takes is
 // free (core/memory_plan.h).
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -123,6 +124,12 @@ struct LowerOptions {
   // Simulators expand them into the ring algorithms NCCL runs (sim/collectives.h);
   // executors run them as a primitive or as moves (core/collective_rewrite.h).
   bool collectives = false;
+  // Stop with a ResourceError once the graph would have more than max_tasks tasks (0: no
+  // limit), or with an Error once *cancel is true (read every 4,096 tasks): a caller that
+  // lowers many candidate decompositions (planner/search.h) bounds its memory and its
+  // time this way.
+  std::int64_t max_tasks = 0;
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 // Lowers `g` under `d` (validated first). See the header comment for the contract.

@@ -25,8 +25,9 @@ json search_json(const planner::SearchReport& r, const SearchOptions& o) {
     moves[kind] = {{"tried", m.tried}, {"accepted", m.accepted}, {"improved", m.improved}, {"gain_s", m.gain_s}};
   return {{"start_strategy", r.start_strategy}, {"start_makespan_s", r.start_makespan_s},
           {"final_makespan_s", r.final_makespan_s}, {"starts_makespan_s", r.starts},
-          {"starts_stopped_at_s", r.starts_stopped}, {"simulations", r.evaluations},
-          {"simulations_stopped_by_bound", r.stopped_by_bound}, {"elapsed_s", r.elapsed_s}, {"budget_s", o.budget_s},
+          {"starts_stopped_at_s", r.starts_stopped}, {"starts_too_large", r.starts_too_large},
+          {"max_tasks", r.max_tasks}, {"simulations", r.evaluations},
+          {"simulations_stopped_by_bound", r.stopped_by_bound}, {"simulations_too_large", r.too_large}, {"elapsed_s", r.elapsed_s}, {"budget_s", o.budget_s},
           {"seed", o.seed}, {"budget_reached", r.budget_reached}, {"moves", moves}};
 }
 
@@ -38,6 +39,7 @@ void print_search_report(const planner::SearchReport& r) {
   std::printf("  starts:");
   for (const auto& [s, t] : r.starts) std::printf(" %s %s", s.c_str(), human_seconds(t).c_str());
   for (const auto& [s, t] : r.starts_stopped) std::printf(" %s > %s", s.c_str(), human_seconds(t).c_str());
+  for (const std::string& s : r.starts_too_large) std::printf(" %s (over %lld tasks)", s.c_str(), static_cast<long long>(r.max_tasks));
   std::printf("\n  %d of the simulations stopped early: their clock passed what could still be kept\n",
               r.stopped_by_bound);
   for (const auto& [kind, m] : r.moves)

@@ -74,7 +74,7 @@ class Searcher {
         continue;  // e.g. n·k not a power of two for eindecomp
       }
       for (const char* placement : {"round-robin", "greedy"}) {
-        if (placement == o_.placement) continue;
+        if (placement == o_.placement || cancel_) continue;  // past the budget no move is tried
         try {
           PlanOptions alt = o_;
           alt.placement = placement;
@@ -92,13 +92,29 @@ class Searcher {
     });
     for (std::size_t i = 0; i < starts.size(); ++i) {
       const Start& s = starts[i];
+      if (o_.progress) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "search: simulating start %zu of %zu, %s, at %.1f s of %.1f s", i + 1,
+                      starts.size(), s.strategy, elapsed(), o_.budget_s);
+        o_.progress(buf);
+      }
       // Starts are simulated whatever the budget until one succeeds (one that the lowering
-      // or the simulator refuses does not count); the others stop with it.
-      Outcome r = evaluate(s.plan.decomposition, rep, best_s_, /*cancellable=*/std::isfinite(best_s_));
+      // or the simulator refuses does not count); the others stop with it. The first one
+      // lowered sets the limit on the others' task graphs and on the moves'.
+      const bool first = !std::isfinite(best_s_);
+      Outcome r = evaluate(s.plan.decomposition, rep, best_s_, /*cancellable=*/!first, first ? 0 : rep.max_tasks);
       if (r.kind == Outcome::cancelled) {
         rep.budget_reached = true;
         break;
       }
+      // The largest task graph a later start or a move may lower into (larger ones
+      // are not simulated): PlanOptions::search_max_tasks (1.5 M), or twice the first
+      // start's where that is more. Lowered graphs take ~0.5 KB a task and the simulator
+      // about as much again, so this bounds the memory whatever the budget; without it
+      // `block-per-device` at 1,024 devices (tens of millions of tasks, minutes to lower)
+      // took 14 GB.
+      if (first && r.tasks > 0) rep.max_tasks = std::max(o_.search_max_tasks, 2 * r.tasks);
+      if (r.kind == Outcome::too_large) rep.starts_too_large.emplace_back(s.strategy);
       if (r.kind == Outcome::above) rep.starts_stopped[s.strategy] = r.makespan_s;
       if (r.kind != Outcome::done) continue;
       rep.starts[s.strategy] = r.makespan_s;
@@ -135,7 +151,7 @@ class Searcher {
       const double temp = kT0 / (1.0 + k++ / 16.0);
       const double u = std::uniform_real_distribution<double>(0, 1)(rng_);
       const double keep_below = cur_s * (1 - temp * std::log(u));
-      Outcome r = evaluate(next, rep, keep_below, true);
+      Outcome r = evaluate(next, rep, keep_below, true, rep.max_tasks);
       if (r.kind == Outcome::cancelled) {
         rep.budget_reached = true;
         break;
@@ -168,34 +184,42 @@ class Searcher {
   double elapsed() const { return std::chrono::duration<double>(Clock::now() - t0_).count(); }
 
   struct Outcome {
-    enum Kind : std::uint8_t { done, above, cancelled, refused } kind = refused;
+    enum Kind : std::uint8_t { done, above, cancelled, refused, too_large } kind = refused;
     double makespan_s = 0;  // done: the makespan; above: the clock when stopped, past the bound
+    std::int64_t tasks = 0;  // done, above: the lowered graph's tasks
   };
 
-  // Lowers and simulates `d`, the simulation stopped as soon as its clock passes
-  // `bound` (above) or, when `cancellable`, when the budget runs out (cancelled; also
-  // before lowering once it has). refused: the lowering or the simulator refuses it.
-  Outcome evaluate(const Decomposition& d, SearchReport& rep, double bound, bool cancellable) {
-    // Lowering cannot be cancelled: not begun when the mean so far would end past the budget.
-    if (cancellable && (cancel_ || (lowerings_ > 0 && elapsed() + lower_s_ / lowerings_ > o_.budget_s)))
-      return {Outcome::cancelled, 0};
+  // Lowers `d` into at most `max_tasks` tasks (0: any number; too_large past it) and
+  // simulates it, the simulation stopped as soon as its clock passes `bound` (above).
+  // When `cancellable`, the lowering and the simulation stop when the budget runs out
+  // (cancelled). refused: the lowering or the simulator refuses it. Nothing of the
+  // lowered graph or the simulation outlives the call: memory stays that of one.
+  Outcome evaluate(const Decomposition& d, SearchReport& rep, double bound, bool cancellable,
+                   std::int64_t max_tasks) {
+    if (cancellable && cancel_) return {Outcome::cancelled};
     Outcome r;
     try {
-      const auto t = Clock::now();
-      TaskGraph tg = lower(g_, d);
-      lower_s_ += std::chrono::duration<double>(Clock::now() - t).count();
-      ++lowerings_;
+      LowerOptions lo;
+      lo.max_tasks = max_tasks;
+      if (cancellable) lo.cancel = &cancel_;
+      TaskGraph tg = lower(g_, d, lo);
+      r.tasks = static_cast<std::int64_t>(tg.size());
       sim::SimOptions so;  // flow network, async, longest-path priority
       so.stop_after_s = bound;
       if (cancellable) so.cancel = &cancel_;
       sim::SimResult res = sim::simulate(tg, *o_.machine, so);
-      if (res.cancelled) return {Outcome::cancelled, 0};
-      r = {res.stopped ? Outcome::above : Outcome::done, res.makespan_s};
+      if (res.cancelled) return {Outcome::cancelled};
+      r.kind = res.stopped ? Outcome::above : Outcome::done;
+      r.makespan_s = res.makespan_s;
+    } catch (const ResourceError&) {
+      r.kind = Outcome::too_large;  // the only ResourceError lower() and simulate() throw here: max_tasks
     } catch (const Error&) {
-      // A move the lowering or the simulator refuses is simply not taken.
+      // Cancelled while lowering, or a move the lowering or the simulator refuses (not taken).
+      if (cancellable && cancel_) return {Outcome::cancelled};
     }
     ++rep.evaluations;
     if (r.kind == Outcome::above) ++rep.stopped_by_bound;
+    if (r.kind == Outcome::too_large) ++rep.too_large;
     return r;
   }
 
@@ -301,8 +325,6 @@ class Searcher {
   Decomposition best_;
   double best_s_ = std::numeric_limits<double>::infinity();
   std::atomic<bool> cancel_{false};  // the budget has run out (set by run()'s watchdog)
-  double lower_s_ = 0;               // seconds spent lowering, over
-  int lowerings_ = 0;                // this many lowerings
 };
 
 class Search final : public Strategy {

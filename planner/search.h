@@ -23,13 +23,19 @@
 // (sim::SimOptions::stop_after_s): a start's by the best start so far, a move's by its
 // Metropolis threshold current·(1 − T·ln u), u drawn before simulating — past it the
 // move is refused whatever its makespan, so the bound changes no decision. The budget
-// (a watchdog setting SimOptions::cancel) abandons a simulation under way when it runs
-// out, and stops eindecomp's refinement of its start (PlanOptions::cancel); the starts are planned first and simulated eindecomp first, then by analytic
-// cost, at least one whatever the budget.
+// (a watchdog setting SimOptions::cancel and LowerOptions::cancel) abandons a lowering
+// or simulation under way when it runs out, and stops eindecomp's refinement of its start
+// (PlanOptions::cancel); the starts are planned first and simulated eindecomp first,
+// then by analytic cost, at least one whatever the budget. Memory: one lowered graph and
+// one simulation at a time, each freed before the next, and no task graph larger than
+// SearchReport::max_tasks after the first start's (a larger candidate is not simulated),
+// so the peak does not grow with the budget.
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "core/graph.h"
 #include "planner/strategy.h"
@@ -44,8 +50,14 @@ struct SearchReport {
   // Starts whose simulation stopped when its clock passed the best makespan before it
   // (they cannot be the start): strategy → that clock, below their makespan.
   std::map<std::string, double> starts_stopped;
+  // Starts whose task graph has more than max_tasks tasks: not simulated (not lowered whole).
+  std::vector<std::string> starts_too_large;
+  // The most tasks a start after the first, or a move, may lower into: the larger of 1.5 M
+  // and twice the first start's. What bounds the search's memory, whatever its budget.
+  std::int64_t max_tasks = 0;
   int evaluations = 0;                   // simulations, starts included
   int stopped_by_bound = 0;              // of them, stopped early: they could not be kept
+  int too_large = 0;                     // of them, not simulated: over max_tasks
   double elapsed_s = 0;
   bool budget_reached = false;  // false: stopped by PlanOptions::search_evaluations
   struct Moves {

@@ -67,6 +67,9 @@ struct PlanOptions {
   double budget_s = 30;
   std::uint64_t seed = 1;
   std::int64_t search_evaluations = 0;
+  // `search`: the least limit on a candidate's lowered tasks; the limit is the larger of
+  // this and twice the first start's (SearchReport::max_tasks). It bounds the memory.
+  std::int64_t search_max_tasks = 1'500'000;
   std::function<void(const std::string&)> progress;
   Weights weights = Weights::resident;
   // eindecomp with a machine: refine the DP's plan by simulation (eindecomp.h); false:

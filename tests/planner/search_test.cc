@@ -129,6 +129,38 @@ TEST(Search, WithNothingToTryStopsBeforeItsBudget) {
   EXPECT_EQ(r.final_makespan_s, r.start_makespan_s);
 }
 
+// Memory: after the first start no candidate is lowered into more than max(limit, twice
+// the first start's) tasks, so that a start like block-per-device at 1,024 devices (tens
+// of millions of tasks, 14 GB) is not simulated. With a tiny limit the first start's
+// size sets it: the starts above it are listed, not simulated, and the plan stays under it.
+TEST(Search, LowersNoCandidateOverItsTaskLimit) {
+  Graph g = build_workload("llama-block:model=tiny,seq=64");
+  Machine m = machine_preset("cluster:4xh100-sxm-8");
+  PlanOptions o = on(m, 32);  // block-per-device: 9,216 tasks, eindecomp's 3,402
+  o.budget_s = 600;
+  o.search_evaluations = 40;
+  o.search_max_tasks = 1;
+  SearchReport r;
+  Plan p = search_plan(g, o, &r);
+  ASSERT_EQ(r.starts.count("eindecomp"), 1u);  // simulated first, to its end: its size sets the limit
+  EXPECT_EQ(r.max_tasks, 2 * static_cast<std::int64_t>(lower(g, plan(g, "eindecomp", o).decomposition).size()));
+  ASSERT_FALSE(r.starts_too_large.empty());
+  for (const std::string& s : r.starts_too_large) {
+    EXPECT_GT(static_cast<std::int64_t>(lower(g, plan(g, s, o).decomposition).size()), r.max_tasks) << s;
+    EXPECT_EQ(r.starts.count(s) + r.starts_stopped.count(s), 0u) << s;
+  }
+  for (const auto& [s, t] : r.starts)
+    EXPECT_LE(static_cast<std::int64_t>(lower(g, plan(g, s, o).decomposition).size()), r.max_tasks) << s;
+  EXPECT_LE(static_cast<std::int64_t>(lower(g, p.decomposition).size()), r.max_tasks);
+  EXPECT_GE(r.too_large, static_cast<int>(r.starts_too_large.size()));
+  // The default limit (1.5 M) is far above these graphs: nothing is left out.
+  o.search_max_tasks = PlanOptions{}.search_max_tasks;
+  SearchReport all;
+  (void)search_plan(g, o, &all);
+  EXPECT_TRUE(all.starts_too_large.empty());
+  EXPECT_EQ(all.too_large, 0);
+}
+
 // Timing: stops within its budget (one simulation's worth of slack: it does not start
 // one it expects to end past the budget, and the estimate is a mean). Label `timing`.
 TEST(Search, TimingStopsWithinItsBudget) {
