@@ -587,9 +587,13 @@ class Planner {
   // 100 / 75 / 50 / 25% of the uncapped peak:
   //   7B            lookahead 1,024: 1.055 1.033 1.563 3.83   8,192: 1.055 1.049 1.378 3.83
   //                 8,192 and the free-range check:           1.055 1.048 1.349 3.83
+  //                 and find_range()'s rule without slack:    1.036 1.049 1.291 3.68
   //   7B batch 2    1,024: 1.014 1.298 2.73 —   8,192 + check: 1.015 1.279 3.13 18.3
+  //                 find_range()'s rule without slack:        1.002 1.317 2.86 19.3
   //   7B seq. 2000  1,024: 1.018 1.194 2.57 —   8,192 + check: 1.010 1.079 2.73 6.63
+  //                 find_range()'s rule without slack:        1.009 1.174 2.54 6.56
   //   13B           1,024: 0.995 1.041 1.389 —  8,192 + check: 0.995 1.043 1.318 3.36
+  //                 find_range()'s rule without slack:        1.002 1.046 1.261 3.08
   // (the 50% rows of batch 2 and sequence 2000 are activation-bound: loads prefetched far
   // ahead hold memory the activations then lack). Without the free-range check,
   // prefetched buffers fill the holes that dead buffers leave, an activation finds
