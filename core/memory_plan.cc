@@ -202,7 +202,8 @@ class Planner {
   //   at 50%, batch 2: 3.127 → 2.859, sequence 2000: 2.710 → 2.464, 13B: 1.331 → 1.267.
   // Choosing by fit first (best fit, or short-lived buffers from the bottom and
   // long-lived from the top) ignores when a range was freed and serializes the run
-  // (3.3-4.0× at 50% on 7B).
+  // (3.3-4.0× at 50% on 7B). Other orders among equals did worse at 50% on 7B: without
+  // the best fit 1.383×, the highest place instead of the lowest 1.297×.
   std::int64_t find_range(std::size_t d, std::int64_t size, bool first_fit = false) const {
     const auto& mem = memory_[d];
     if (first_fit) {
