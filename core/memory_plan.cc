@@ -708,15 +708,17 @@ class Planner {
 
 MemoryPlan plan_memory(const TaskGraph& tg, const MemoryPlanOptions& options) { return Planner(tg, options).run(); }
 
-// A load goes just before the first task that reads or writes its buffer, not where the
-// planner emitted it: with synchronous transfers, loading early gains nothing (the device
-// waits for the load either way), and the prefetch walk emits loads at places that differ
-// from device to device, which a fixed order turns into devices waiting for each other's
-// transfers. Measured (`tessel reproduce offload`, LLaMA-7B block, 8 H100s, fixed order /
-// uncapped) at 100 / 75 / 50 / 25%, in emission order: 1.13 1.81 2.14 5.51 (at 75% its
-// critical path held 1.06 ms of loads, 12 from several devices, where each device has
-// 7-8, all emitted at different places); each load before its first user: 1.13 1.57
-// 1.91 5.64 (25% slower: there evicts sit between). Acyclic: every task a load holds up comes before its buffer's first user (the
+// A load whose buffer's first user is a kernel or an evict of its device goes just
+// before that user, not where the planner emitted it: with synchronous transfers, loading
+// early gains nothing (the device waits for the load either way), and the prefetch walk
+// emits loads at places that differ from device to device, which a fixed order turns into
+// devices waiting for each other's transfers. A load first read by a move stays: loading
+// early there lets the other device receive it sooner. Measured (`tessel reproduce
+// offload`, LLaMA-7B block, 8 H100s, fixed order / uncapped) at 100 / 75 / 50 / 25%, in
+// emission order: 1.13 1.81 2.14 5.51 (at 75% its critical path held 1.06 ms of loads,
+// 12 from several devices, where each device has 7-8, all emitted at different places);
+// every load before its first user: 1.13 1.57 1.91 5.64; as here: 1.13 1.57 1.91 5.43.
+// Acyclic: every task a load holds up comes before its buffer's first user (the
 // planner emits in a topological order), so none of them depends on the load.
 TaskGraph fixed_order(const TaskGraph& planned) {
   TaskGraph out = planned;
@@ -731,16 +733,17 @@ TaskGraph fixed_order(const TaskGraph& planned) {
     for (BufferId b : t.reads) use(b);
     if (t.writes.valid() && t.kind != TaskKind::load) use(t.writes);
   }
-  // The tasks again in the order of a key: a task's own index, a load's that of its
-  // buffer's first user (just before that user; ties in task order). A load whose buffer
-  // is never used stays where it is.
+  // The tasks again in the order of a key: a task's own index, a moved load's that of its
+  // buffer's first user (just before that user; ties in task order).
   std::vector<std::pair<std::int64_t, std::int32_t>> keyed;
   keyed.reserve(n);
   for (std::size_t i = 0; i < n; ++i) {
     const Task& t = out.tasks[i];
     std::int64_t key = 2 * static_cast<std::int64_t>(i) + 1;
-    if (t.kind == TaskKind::load && first_user[t.writes.index()] > static_cast<std::int32_t>(i))
-      key = 2 * static_cast<std::int64_t>(first_user[t.writes.index()]);
+    if (t.kind == TaskKind::load && first_user[t.writes.index()] > static_cast<std::int32_t>(i)) {
+      const Task& u = out.tasks[static_cast<std::size_t>(first_user[t.writes.index()])];
+      if (u.kind == TaskKind::compute || u.kind == TaskKind::evict) key = 2 * static_cast<std::int64_t>(first_user[t.writes.index()]);
+    }
     keyed.emplace_back(key, static_cast<std::int32_t>(i));
   }
   std::stable_sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });

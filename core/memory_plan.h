@@ -85,8 +85,8 @@ struct MemoryPlan {
 // synchronous transfers. Every compute, evict and load also depends on the previous one
 // of its device in task order, so a device runs its kernels and host transfers one after
 // another in the plan's order and a load holds up the kernel behind it; a load is moved
-// just before the first task that uses its buffer (loading earlier gains nothing when
-// the device waits for it anyway), so its task ids differ from `planned`'s (moves and
+// just before its buffer's first user where that is a kernel or an evict (loading earlier
+// gains nothing when the device waits for it anyway), so task ids differ from `planned`'s (moves and
 // touches stay as free as in `planned`); what running `planned` itself gains over this
 // is what the freedom of order buys.
 [[nodiscard]] TaskGraph fixed_order(const TaskGraph& planned);

@@ -226,7 +226,8 @@ TEST(MemoryPlan, PlannedGraphRoundTripsThroughJsonAndFixedOrderIsNoFaster) {
 }
 
 // Per load, the compute tasks of its device between it and the first task that uses its
-// buffer, in task order (-1 for a load whose buffer is never used).
+// buffer, in task order (-1 for a load whose buffer is never used or whose first user is
+// not a kernel or an evict, e.g. a move to another device).
 std::vector<int> computes_before_first_use(const TaskGraph& tg) {
   std::vector<int> out;
   for (std::size_t i = 0; i < tg.tasks.size(); ++i) {
@@ -236,7 +237,7 @@ std::vector<int> computes_before_first_use(const TaskGraph& tg) {
     for (std::size_t j = i + 1, computes = 0; j < tg.tasks.size(); ++j) {
       const Task& t = tg.tasks[j];
       if (std::find(t.reads.begin(), t.reads.end(), l.writes) != t.reads.end() || t.writes == l.writes) {
-        between = static_cast<int>(computes);
+        if (t.kind == TaskKind::compute || t.kind == TaskKind::evict) between = static_cast<int>(computes);
         break;
       }
       if (t.kind == TaskKind::compute && t.device == l.device) ++computes;
@@ -246,9 +247,10 @@ std::vector<int> computes_before_first_use(const TaskGraph& tg) {
   return out;
 }
 
-// The fixed-order baseline loads each buffer just before its first user, not where the
-// planner's prefetch emitted the load: with synchronous transfers an early load only
-// holds up the kernels behind it, at places that differ from device to device. The plan
+// The fixed-order baseline loads each buffer just before its first user, a kernel or an
+// evict of its device, not where the planner's prefetch emitted the load: with
+// synchronous transfers an early load only holds up the kernels behind it, at places
+// that differ from device to device. The plan
 // here prefetches some loads ahead of other kernels; the baseline keeps the same tasks,
 // valid, no faster than the plan, and no kernel between a load and its first user.
 TEST(MemoryPlan, FixedOrderLoadsEachBufferJustBeforeItsFirstUser) {
