@@ -604,7 +604,11 @@ class Planner {
   // capacity was also kept free (slack 0 then: 7B 1.055 1.026 1.401 3.77; 13B 1.031 1.026
   // 1.252 3.19; batch 2 1.021 1.319 2.96; sequence 2000 1.044 1.177 2.56); with it, no
   // slack is best (`plan` + `simulate`, 7B at 50%, slack 0 / 2% / 5% / 35% with
-  // find_range()'s rule: 1.273 1.273 1.273 1.437), so none is kept.
+  // find_range()'s rule: 1.273 1.273 1.273 1.437), so none is kept. The 75% rows of
+  // batch 2 and sequence 2000 lost with the slack, not with the placement (`reproduce`'s
+  // plan, old placement without slack: 1.319 and 1.177; this rule with the 35% slack:
+  // 1.347 and 1.120), and no slack is best on every row (20%: 7B 1.041 1.016 1.275 3.82,
+  // batch 2 1.000 1.322 2.99 19.6, sequence 2000 1.029 1.145 2.48 6.73).
   // Placing prefetched buffers from the top of memory, or choosing as victim a buffer
   // whose eviction opens a large enough range, were tried and did worse; so were
   // rounding buffer sizes up to size classes (1/4 to 1/16 of their power of two, so that
