@@ -83,8 +83,6 @@ class Planner {
     high_.assign(devices, 0);
     host_only_.assign(devices, 0);
     seen_.assign(nb, 0);
-    for (std::size_t d = 0; d < devices; ++d)
-      slack_.push_back(static_cast<std::int64_t>(kPrefetchSlack * static_cast<double>(o_.capacity_bytes[d])));
     for (std::size_t d = 0; d < devices; ++d) memory_[d][0] = Segment{o_.capacity_bytes[d], -1, {}};
 
     for (std::size_t p = 0; p < order_.size(); ++p) step(static_cast<std::int32_t>(p));
@@ -187,33 +185,69 @@ class Planner {
     for (std::int32_t i : ids) deps.emplace_back(i);
   }
 
-  // Where `allocate` would put `size` bytes on device d, changing nothing: of the free
-  // ranges large enough, the one whose last user was emitted earliest (so that what
-  // waits for it can start soonest: a load can run ahead of its reader), then the
-  // lowest; with first_fit, the lowest. The offset, or -1 when no free range is large
-  // enough.
+  // Where `allocate` would put `size` bytes on device d, changing nothing. The places
+  // looked at: in every hole (a run of adjacent free segments) large enough, the start of
+  // each of its segments and the hole's end. Of those, the one whose newest last user was
+  // emitted earliest (so that what waits for it can start soonest: a load can run ahead
+  // of its reader); among equals, one that takes the start or the end of its hole rather
+  // than splitting it in two, then the one in the smallest hole (best fit), then the
+  // lowest. With first_fit, the lowest segment start. The offset, or -1 when no free
+  // range is large enough.
+  // Against fragmentation: taking a place at random inside a hole leaves two holes too
+  // small for the buffers ahead. Measured (`tessel plan ... --weights fetched` then
+  // `tessel simulate --memory-cap` on the LLaMA-7B block, 8 H100s, makespan / uncapped),
+  // earliest-freed segment start, the lowest among equals (before, with the prefetch's
+  // slack of 35%) against this rule (without that slack, see prefetch()):
+  //   7B at 50 / 75 / 100 / 25%: 1.330 1.046 1.048 3.785 → 1.273 1.037 1.032 3.631;
+  //   at 50%, batch 2: 3.127 → 2.859, sequence 2000: 2.710 → 2.464, 13B: 1.331 → 1.267.
+  // Choosing by fit first (best fit, or short-lived buffers from the bottom and
+  // long-lived from the top) ignores when a range was freed and serializes the run
+  // (3.3-4.0× at 50% on 7B). Other orders among equals did worse at 50% on 7B: without
+  // the best fit 1.383×, the highest place instead of the lowest 1.297×.
   std::int64_t find_range(std::size_t d, std::int64_t size, bool first_fit = false) const {
     const auto& mem = memory_[d];
-    auto best = mem.end();
-    std::int32_t best_newest = 0;
-    for (auto start = mem.begin(); start != mem.end(); ++start) {
-      if (start->second.buffer >= 0) continue;
-      std::int64_t run = 0;
-      std::int32_t newest = -1;
-      auto end = start;
-      while (end != mem.end() && end->second.buffer < 0 && run < size) {
-        run += end->second.size;
-        for (std::int32_t r : end->second.released) newest = std::max(newest, r);
-        ++end;
+    if (first_fit) {
+      for (auto start = mem.begin(); start != mem.end(); ++start) {
+        if (start->second.buffer >= 0) continue;
+        std::int64_t run = 0;
+        for (auto end = start; end != mem.end() && end->second.buffer < 0 && run < size; ++end) run += end->second.size;
+        if (run >= size) return start->first;
       }
-      if (run < size) continue;
-      if (best == mem.end() || newest < best_newest) {
-        best = start;
-        best_newest = newest;
-      }
-      if (first_fit) break;
+      return -1;
     }
-    return best == mem.end() ? -1 : best->first;
+    std::int64_t best = -1, best_hole = 0;
+    std::int32_t best_newest = 0;
+    bool best_splits = false;
+    std::vector<std::int64_t> places;
+    for (auto it = mem.begin(); it != mem.end();) {
+      if (it->second.buffer >= 0) {
+        ++it;
+        continue;
+      }
+      const auto hole = it;
+      const std::int64_t hole_start = it->first;
+      std::int64_t hole_end = hole_start;
+      for (; it != mem.end() && it->second.buffer < 0; ++it) hole_end = it->first + it->second.size;
+      if (hole_end - hole_start < size) continue;
+      places.clear();
+      for (auto s = hole; s != it && hole_end - s->first >= size; ++s) places.push_back(s->first);
+      places.push_back((hole_end - size) / kMemoryAlignment * kMemoryAlignment);  // >= hole_start: offsets are aligned
+      for (std::int64_t at : places) {
+        std::int32_t newest = -1;
+        for (auto s = std::prev(mem.upper_bound(at)); s != it && s->first < at + size; ++s)
+          for (std::int32_t r : s->second.released) newest = std::max(newest, r);
+        const bool splits = at > hole_start && at + size < hole_end;
+        const std::int64_t hole_bytes = hole_end - hole_start;
+        if (best < 0 || newest < best_newest ||
+            (newest == best_newest && (splits < best_splits || (splits == best_splits && hole_bytes < best_hole)))) {
+          best = at;
+          best_newest = newest;
+          best_splits = splits;
+          best_hole = hole_bytes;
+        }
+      }
+    }
+    return best;
   }
 
   // Claims `size` bytes on device d for `buffer` at find_range's offset and records the
@@ -225,36 +259,39 @@ class Planner {
     const std::int64_t size = in.size;
     const std::int64_t at = find_range(d, size, first_fit);
     if (at < 0) return false;
-    {
-      auto start = mem.find(at);
-      std::int64_t run = 0;
-      auto end = start;
-      while (run < size) {
-        run += end->second.size;
-        ++end;
-      }
-      const std::int64_t offset = start->first;
-      std::vector<std::int32_t> released;
-      auto last = std::prev(end);
-      const std::int64_t tail = run - size;  // what the last segment keeps
-      Segment kept = last->second;
-      for (auto it = start; it != end; ++it) released.insert(released.end(), it->second.released.begin(), it->second.released.end());
-      const std::int64_t last_offset = last->first;
-      const std::int64_t last_size = last->second.size;
-      mem.erase(start, end);
-      mem[offset] = Segment{size, buffer, {}};
-      if (tail > 0) {
-        kept.size = tail;
-        mem[last_offset + last_size - tail] = std::move(kept);
-      }
-      std::sort(released.begin(), released.end());
-      released.erase(std::unique(released.begin(), released.end()), released.end());
-      in.alloc_deps = std::move(released);
-      in.offset = offset;
-      out_.buffers[static_cast<std::size_t>(buffer)].offset_bytes = offset;
-      high_[d] = std::max(high_[d], offset + size);
-      return true;
+    auto start = std::prev(mem.upper_bound(at));
+    if (start->first < at) {  // a place inside a free segment: the part before stays free, with its users
+      Segment rest = start->second;
+      rest.size = start->first + start->second.size - at;
+      start->second.size = at - start->first;
+      start = mem.emplace(at, std::move(rest)).first;
     }
+    std::int64_t run = 0;
+    auto end = start;
+    while (run < size) {
+      run += end->second.size;
+      ++end;
+    }
+    std::vector<std::int32_t> released;
+    auto last = std::prev(end);
+    const std::int64_t tail = run - size;  // what the last segment keeps
+    Segment kept = last->second;
+    for (auto it = start; it != end; ++it) released.insert(released.end(), it->second.released.begin(), it->second.released.end());
+    const std::int64_t last_offset = last->first;
+    const std::int64_t last_size = last->second.size;
+    mem.erase(start, end);
+    mem[at] = Segment{size, buffer, {}};
+    if (tail > 0) {
+      kept.size = tail;
+      mem[last_offset + last_size - tail] = std::move(kept);
+    }
+    std::sort(released.begin(), released.end());
+    released.erase(std::unique(released.begin(), released.end()), released.end());
+    in.alloc_deps = std::move(released);
+    in.offset = at;
+    out_.buffers[static_cast<std::size_t>(buffer)].offset_bytes = at;
+    high_[d] = std::max(high_[d], at + size);
+    return true;
   }
 
   // The largest run of adjacent free bytes on device d once [taken, taken + size) is
@@ -535,11 +572,8 @@ class Planner {
   // reader instead of stalling it. The lookahead is bounded by memory, not by a count
   // of tasks: walking the tasks ahead in order, a device keeps free the growth of its
   // live bytes up to each load's reader (buffers first written there, less those whose
-  // last use is passed), plus the largest of those new buffers and kPrefetchSlack of its
-  // capacity against fragmentation (a free byte count says nothing of contiguous
-  // ranges: without the slack, prefetched buffers split memory into holes, the next
-  // activation does not fit, and Belady's rule drops the prefetched buffers, whose use
-  // is furthest, only to load them again), and stops at the first buffer that does not
+  // last use is passed), plus the largest of those new buffers, and stops at the first
+  // buffer that does not
   // fit, so that loads stay in the order of use; a load is also refused when the range
   // it takes would leave no single free range as large as that growth (free bytes split
   // into holes are no room for the next activation). The walk ends when every device
@@ -554,21 +588,33 @@ class Planner {
   // 100 / 75 / 50 / 25% of the uncapped peak:
   //   7B            lookahead 1,024: 1.055 1.033 1.563 3.83   8,192: 1.055 1.049 1.378 3.83
   //                 8,192 and the free-range check:           1.055 1.048 1.349 3.83
+  //                 and find_range()'s rule without slack:    1.036 1.049 1.291 3.68
   //   7B batch 2    1,024: 1.014 1.298 2.73 —   8,192 + check: 1.015 1.279 3.13 18.3
+  //                 find_range()'s rule without slack:        1.002 1.317 2.86 19.3
   //   7B seq. 2000  1,024: 1.018 1.194 2.57 —   8,192 + check: 1.010 1.079 2.73 6.63
+  //                 find_range()'s rule without slack:        1.009 1.174 2.54 6.56
   //   13B           1,024: 0.995 1.041 1.389 —  8,192 + check: 0.995 1.043 1.318 3.36
+  //                 find_range()'s rule without slack:        1.002 1.046 1.261 3.08
   // (the 50% rows of batch 2 and sequence 2000 are activation-bound: loads prefetched far
-  // ahead hold memory the activations then lack). The slack: without the free-range
-  // check and the slack, prefetched buffers fill the holes that dead buffers leave, an
-  // activation finds 17-19 MB free but no range of 4 MB, and Belady's rule drops the
-  // prefetched buffers (clean, used furthest) only to load them again (7B at 100%:
-  // 1.59×, 146 MB loaded instead of 45 MB). With the check, slack 0 no longer does that
-  // (7B 1.055 1.026 1.401 3.77; 13B 1.031 1.026 1.252 3.19; batch 2 1.021 1.319 2.96;
-  // sequence 2000 1.044 1.177 2.56), but no slack is best on every row; 0.35 is kept.
+  // ahead hold memory the activations then lack). Without the free-range check,
+  // prefetched buffers fill the holes that dead buffers leave, an activation finds
+  // 17-19 MB free but no range of 4 MB, and Belady's rule drops the prefetched buffers
+  // (clean, used furthest) only to load them again (7B at 100%: 1.59×, 146 MB loaded
+  // instead of 45 MB). Until find_range() stopped splitting holes, a slack of 35% of the
+  // capacity was also kept free (slack 0 then: 7B 1.055 1.026 1.401 3.77; 13B 1.031 1.026
+  // 1.252 3.19; batch 2 1.021 1.319 2.96; sequence 2000 1.044 1.177 2.56); with it, no
+  // slack is best (`plan` + `simulate`, 7B at 50%, slack 0 / 2% / 5% / 35% with
+  // find_range()'s rule: 1.273 1.273 1.273 1.437), so none is kept. The 75% rows of
+  // batch 2 and sequence 2000 lost with the slack, not with the placement (`reproduce`'s
+  // plan, old placement without slack: 1.319 and 1.177; this rule with the 35% slack:
+  // 1.347 and 1.120), and no slack is best on every row (20%: 7B 1.041 1.016 1.275 3.82,
+  // batch 2 1.000 1.322 2.99 19.6, sequence 2000 1.029 1.145 2.48 6.73).
   // Placing prefetched buffers from the top of memory, or choosing as victim a buffer
-  // whose eviction opens a large enough range, were tried and did worse.
+  // whose eviction opens a large enough range, were tried and did worse; so were
+  // rounding buffer sizes up to size classes (1/4 to 1/16 of their power of two, so that
+  // a 5.50 MB activation's range fits a 5.64 MB weight: 1.32-1.50× on 7B at 50%) and
+  // relaxing the free-range check to the largest new buffer (1.28-1.61×).
   static constexpr std::int32_t kLookahead = 8192;
-  static constexpr double kPrefetchSlack = 0.35;
   void prefetch(std::int32_t p) {
     const auto devices = static_cast<std::size_t>(in_.num_devices);
     std::vector<std::int64_t> growth(devices, 0), peak_growth(devices, 0), free(devices, 0), largest_new(devices, 0);
@@ -591,7 +637,7 @@ class Planner {
         const std::size_t d = in_.buffers[b.index()].device.index();
         if (blocked[d] || lg.resident >= 0 || !lg.host_valid) continue;
         const std::int64_t size = aligned(in_.buffers[b.index()].bytes());
-        if (free[d] - size < peak_growth[d] + largest_new[d] + slack_[d]) {
+        if (free[d] - size < peak_growth[d] + largest_new[d]) {
           blocked[d] = 1;
           --left;
           continue;
@@ -657,7 +703,6 @@ class Planner {
   std::vector<std::map<std::int64_t, Segment>> memory_;  // per device: segments by offset
   std::vector<std::vector<std::int32_t>> resident_;      // per device: its resident device buffers
   std::vector<std::int64_t> high_;
-  std::vector<std::int64_t> slack_;      // per device: kPrefetchSlack of its capacity
   std::vector<std::int64_t> host_only_;  // per device: buffers whose data is only in host memory now
   std::vector<char> seen_;               // prefetch's scratch: buffers first written in its walk
   std::vector<std::int32_t> seen_list_;  // those marked in seen_
@@ -667,10 +712,58 @@ class Planner {
 
 MemoryPlan plan_memory(const TaskGraph& tg, const MemoryPlanOptions& options) { return Planner(tg, options).run(); }
 
+// A load whose buffer's first user is a kernel or an evict of its device goes just
+// before that user, not where the planner emitted it: with synchronous transfers, loading
+// early gains nothing (the device waits for the load either way), and the prefetch walk
+// emits loads at places that differ from device to device, which a fixed order turns into
+// devices waiting for each other's transfers. A load first read by a move stays: loading
+// early there lets the other device receive it sooner. Measured (`tessel reproduce
+// offload`, LLaMA-7B block, 8 H100s, fixed order / uncapped) at 100 / 75 / 50 / 25%, in
+// emission order: 1.13 1.81 2.14 5.51 (at 75% its critical path held 1.06 ms of loads,
+// 12 from several devices, where each device has 7-8, all emitted at different places);
+// every load before its first user: 1.13 1.57 1.91 5.64; as here: 1.13 1.57 1.91 5.43.
+// Acyclic: every task a load holds up comes before its buffer's first user (the
+// planner emits in a topological order), so none of them depends on the load.
 TaskGraph fixed_order(const TaskGraph& planned) {
   TaskGraph out = planned;
+  const std::size_t n = out.tasks.size();
+  std::vector<std::int32_t> first_user(out.buffers.size(), -1);
+  for (std::size_t i = 0; i < n; ++i) {
+    const Task& t = out.tasks[i];
+    auto use = [&](BufferId b) {
+      auto& f = first_user[b.index()];
+      if (f < 0) f = static_cast<std::int32_t>(i);
+    };
+    for (BufferId b : t.reads) use(b);
+    if (t.writes.valid() && t.kind != TaskKind::load) use(t.writes);
+  }
+  // The tasks again in the order of a key: a task's own index, a moved load's that of its
+  // buffer's first user (just before that user; ties in task order).
+  std::vector<std::pair<std::int64_t, std::int32_t>> keyed;
+  keyed.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const Task& t = out.tasks[i];
+    std::int64_t key = 2 * static_cast<std::int64_t>(i) + 1;
+    if (t.kind == TaskKind::load && first_user[t.writes.index()] > static_cast<std::int32_t>(i)) {
+      const Task& u = out.tasks[static_cast<std::size_t>(first_user[t.writes.index()])];
+      if (u.kind == TaskKind::compute || u.kind == TaskKind::evict) key = 2 * static_cast<std::int64_t>(first_user[t.writes.index()]);
+    }
+    keyed.emplace_back(key, static_cast<std::int32_t>(i));
+  }
+  std::stable_sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::int32_t> moved_to(n);
+  for (std::size_t k = 0; k < n; ++k) moved_to[static_cast<std::size_t>(keyed[k].second)] = static_cast<std::int32_t>(k);
+  std::vector<Task> tasks;
+  tasks.reserve(n);
+  for (const auto& [key, i] : keyed) {
+    Task t = std::move(out.tasks[static_cast<std::size_t>(i)]);
+    for (TaskId& d : t.deps) d = TaskId(moved_to[d.index()]);
+    std::sort(t.deps.begin(), t.deps.end());
+    tasks.push_back(std::move(t));
+  }
+  out.tasks = std::move(tasks);
   std::vector<std::int32_t> last(static_cast<std::size_t>(planned.num_devices), -1);
-  for (std::size_t i = 0; i < out.tasks.size(); ++i) {
+  for (std::size_t i = 0; i < n; ++i) {
     Task& t = out.tasks[i];
     if (t.kind != TaskKind::compute && t.kind != TaskKind::evict && t.kind != TaskKind::load) continue;
     std::int32_t& prev = last[t.device.index()];
@@ -680,6 +773,7 @@ TaskGraph fixed_order(const TaskGraph& planned) {
     }
     prev = static_cast<std::int32_t>(i);
   }
+  out.validate();
   return out;
 }
 

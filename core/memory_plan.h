@@ -7,7 +7,9 @@
 // How it plans. The tasks are walked once in a reference order: the input tasks first,
 // in the order their blocks are first used, then every other task in task order. Each
 // device's memory is a range [0, capacity) in which every device buffer is given an
-// offset (first fit, each buffer rounded up to kMemoryAlignment bytes):
+// offset (each buffer rounded up to kMemoryAlignment bytes; of the free places large
+// enough, the one freed earliest, then one that does not split a run of free bytes in
+// two, then the best fit):
 //   - a task's buffers on a device must all be resident while it runs: a buffer that was
 //     evicted is loaded into a new buffer first, and later tasks read (and accumulate
 //     into) that one;
@@ -23,8 +25,8 @@
 //   - a buffer's range is released after its last use in the reference order;
 //   - after each task, buffers in host memory that the next tasks read (up to 8,192 ahead,
 //     in order of use) are loaded into free ranges while the device keeps free the growth
-//     of its live bytes up to each reader plus 35% of its capacity, and one free range
-//     as large as that growth (prefetch: the load waits only for what freed its range and
+//     of its live bytes up to each reader plus the largest buffer written before it, and
+//     one free range as large as that (prefetch: the load waits only for what freed its range and
 //     overlaps the computation before its reader).
 // Dependencies, only those memory safety needs: every task that writes a buffer depends
 // on every task that used the buffers that held its range before (their readers, writers
@@ -82,7 +84,9 @@ struct MemoryPlan {
 // The ZeRO-Offload-style baseline (arXiv 2101.06840) for the same plan: fixed order and
 // synchronous transfers. Every compute, evict and load also depends on the previous one
 // of its device in task order, so a device runs its kernels and host transfers one after
-// another in the plan's order and a load holds up the kernel behind it (moves and
+// another in the plan's order and a load holds up the kernel behind it; a load is moved
+// just before its buffer's first user where that is a kernel or an evict (loading earlier
+// gains nothing when the device waits for it anyway), so task ids differ from `planned`'s (moves and
 // touches stay as free as in `planned`); what running `planned` itself gains over this
 // is what the freedom of order buys.
 [[nodiscard]] TaskGraph fixed_order(const TaskGraph& planned);

@@ -225,6 +225,54 @@ TEST(MemoryPlan, PlannedGraphRoundTripsThroughJsonAndFixedOrderIsNoFaster) {
   EXPECT_GE(sim::simulate(fixed_order(plan.graph), m).makespan_s, a * 0.999);
 }
 
+// Per load, the compute tasks of its device between it and the first task that uses its
+// buffer, in task order (-1 for a load whose buffer is never used or whose first user is
+// not a kernel or an evict, e.g. a move to another device).
+std::vector<int> computes_before_first_use(const TaskGraph& tg) {
+  std::vector<int> out;
+  for (std::size_t i = 0; i < tg.tasks.size(); ++i) {
+    const Task& l = tg.tasks[i];
+    if (l.kind != TaskKind::load) continue;
+    int between = -1;
+    for (std::size_t j = i + 1, computes = 0; j < tg.tasks.size(); ++j) {
+      const Task& t = tg.tasks[j];
+      if (std::find(t.reads.begin(), t.reads.end(), l.writes) != t.reads.end() || t.writes == l.writes) {
+        if (t.kind == TaskKind::compute || t.kind == TaskKind::evict) between = static_cast<int>(computes);
+        break;
+      }
+      if (t.kind == TaskKind::compute && t.device == l.device) ++computes;
+    }
+    out.push_back(between);
+  }
+  return out;
+}
+
+// The fixed-order baseline loads each buffer just before its first user, a kernel or an
+// evict of its device, not where the planner's prefetch emitted the load: with
+// synchronous transfers an early load only holds up the kernels behind it, at places
+// that differ from device to device. The plan
+// here prefetches some loads ahead of other kernels; the baseline keeps the same tasks,
+// valid, no faster than the plan, and no kernel between a load and its first user.
+TEST(MemoryPlan, FixedOrderLoadsEachBufferJustBeforeItsFirstUser) {
+  const Graph g = build_workload("llama-block:model=tiny");
+  const TaskGraph tg = lower(g, split_largest(g, 2));
+  std::int64_t peak = 0;
+  for (std::int64_t p : order_peak_bytes(tg)) peak = std::max(peak, p);
+  const MemoryPlan plan = plan_memory(tg, caps(tg, std::max(largest_working_set(tg), peak / 2)));
+  const std::vector<int> planned = computes_before_first_use(plan.graph);
+  ASSERT_GT(std::count_if(planned.begin(), planned.end(), [](int c) { return c > 0; }), 0)
+      << "no load was prefetched ahead of a kernel: the test shows nothing";
+  const TaskGraph fixed = fixed_order(plan.graph);
+  ASSERT_EQ(fixed.tasks.size(), plan.graph.tasks.size());
+  EXPECT_NO_THROW(fixed.validate());
+  const std::vector<int> after = computes_before_first_use(fixed);
+  ASSERT_EQ(after.size(), planned.size());
+  for (std::size_t k = 0; k < after.size(); ++k)
+    if (planned[k] >= 0) EXPECT_EQ(after[k], 0) << "load " << k << ": " << after[k] << " kernels before its first user";
+  const Machine m = machine_preset("h100-sxm-8");
+  EXPECT_GE(sim::simulate(fixed, m).makespan_s, sim::simulate(plan.graph, m).makespan_s * 0.999);
+}
+
 TEST(MemoryPlan, CapBelowATasksWorkingSetNamesTaskAndBytes) {
   const Graph g = build_workload("chain:size=64");
   const TaskGraph tg = lower(g, split_largest(g, 1));
@@ -284,23 +332,26 @@ TEST(MemoryPlan, AnInputPlacedInAnUnreadInputsRangeWaitsForIt) {
 }
 
 // A prefetched load is refused when the range it would take leaves no single free range
-// as large as the growth ahead. Under a 20-unit cap (and 128 bytes), inputs f (10 units),
-// r (1) and i (9) fill memory in that order and l (1 unit) starts in host memory; f dies
-// first, then i. Once i is dead the free bytes are ample (19 units, past the slack) but
-// the earliest released range, f's, is where l would go, leaving two holes of 9 units on
-// either side of r where the 5-unit activation y (counted twice by the check) asks for
-// 10: the load waits until y is written, and the cap holds.
+// as large as the growth ahead. Under a 20-unit cap (and 128 bytes), inputs a (4 units),
+// m (2), c (4), r (1) and i (9) fill memory in that order and l (1 unit) starts in host
+// memory. m dies first, then a and c: a 10-unit hole whose earliest-freed part, m's, is in
+// the middle. The free bytes are ample (9 units left after l, 6 asked for: the 3-unit
+// activation y, counted twice by the check), but l at m's offset would leave holes of 4
+// and 5 units where the check asks for 6: the load waits until y is written, and the cap
+// holds.
 TEST(MemoryPlan, APrefetchThatWouldSplitTheFreeRangeWaitsForTheActivation) {
   constexpr std::int64_t kUnit = 6400;
   sim::testing::TgBuilder b(1);
-  const BufferId f = b.input(0, 10 * kUnit);
+  const BufferId a = b.input(0, 4 * kUnit);
+  const BufferId m = b.input(0, 2 * kUnit);
+  const BufferId c = b.input(0, 4 * kUnit);
   const BufferId r = b.input(0, kUnit);
   const BufferId i = b.input(0, 9 * kUnit);
   const BufferId l = b.input(0, kUnit);
-  (void)b.compute(0, 1e6, 10 * kUnit, {f, r});
-  (void)b.compute(0, 1e6, 9 * kUnit, {i});
-  const BufferId y = b.compute(0, 1e6, kUnit, {r}, 5 * kUnit);
-  b.output(b.compute(0, 1e6, 6 * kUnit, {y, l, r}));
+  (void)b.compute(0, 1e6, 6 * kUnit, {a, m});
+  (void)b.compute(0, 1e6, 9 * kUnit, {a, c, r});
+  const BufferId y = b.compute(0, 1e6, kUnit, {r}, 3 * kUnit);
+  b.output(b.compute(0, 1e6, 14 * kUnit, {y, l, r, i}));
   const TaskGraph& tg = b.graph();
   const std::int64_t cap = 20 * kUnit + 2 * kMemoryAlignment;
   const MemoryPlan plan = plan_memory(tg, caps(tg, cap));
@@ -310,11 +361,41 @@ TEST(MemoryPlan, APrefetchThatWouldSplitTheFreeRangeWaitsForTheActivation) {
   for (std::size_t k = 0; k < plan.graph.tasks.size(); ++k) {
     const Task& t = plan.graph.tasks[k];
     if (t.kind == TaskKind::load) load = k;
-    if (t.kind == TaskKind::compute && t.writes.valid() && plan.graph.buffer(t.writes).bytes() == 5 * kUnit) activation = k;
+    if (t.kind == TaskKind::compute && t.writes.valid() && plan.graph.buffer(t.writes).bytes() == 3 * kUnit) activation = k;
   }
   EXPECT_GT(load, activation) << "the load of l was emitted before the activation y";
   EXPECT_LE(plan.stats.planned_peak_bytes.at(0), cap);
   Rng rng(11);
+  for (int order = 0; order < 50; ++order)
+    for (std::int64_t p : random_order_peak(plan.graph, rng)) ASSERT_LE(p, cap) << "random order " << order;
+}
+
+// Of free places freed alike, a buffer takes the one in the smallest run of free bytes
+// that holds it (best fit), not the lowest. Under a 9-unit cap (and 64 bytes), inputs h1
+// (3 units), k (1), h2 (1) and w (4) fill memory in that order (the order of first use);
+// one task reads the first three and frees h1 and h2,
+// leaving runs of 3 and 1 units. y (1 unit) takes h2's run, so that z (3 units) finds
+// h1's whole and nothing is evicted (the lowest place, h1's, would leave 2 + 1 units and
+// z would evict k or w).
+TEST(MemoryPlan, ABufferTakesTheSmallestFreeRunAmongRangesFreedAlike) {
+  constexpr std::int64_t kUnit = 6400;
+  sim::testing::TgBuilder b(1);
+  const BufferId h1 = b.input(0, 3 * kUnit);
+  const BufferId k = b.input(0, kUnit);
+  const BufferId h2 = b.input(0, kUnit);
+  const BufferId w = b.input(0, 4 * kUnit);
+  (void)b.compute(0, 1e6, 5 * kUnit, {h1, k, h2});
+  const BufferId y = b.compute(0, 1e6, 2 * kUnit, {k}, kUnit);
+  const BufferId z = b.compute(0, 1e6, 4 * kUnit, {y}, 3 * kUnit);
+  b.output(b.compute(0, 1e6, 8 * kUnit, {k, w, z}));
+  const TaskGraph& tg = b.graph();
+  const std::int64_t cap = 9 * kUnit + kMemoryAlignment;
+  const MemoryPlan plan = plan_memory(tg, caps(tg, cap));
+  EXPECT_EQ(plan.stats.evicts + plan.stats.drops, 0);
+  EXPECT_EQ(plan.stats.loads, 0);
+  EXPECT_EQ(plan.graph.buffer(y).offset_bytes, 4 * kUnit) << "y should take h2's range";
+  EXPECT_LE(plan.stats.planned_peak_bytes.at(0), cap);
+  Rng rng(5);
   for (int order = 0; order < 50; ++order)
     for (std::int64_t p : random_order_peak(plan.graph, rng)) ASSERT_LE(p, cap) << "random order " << order;
 }
