@@ -158,6 +158,7 @@ void add_compare(CLI::App& app) {
     std::string compute_model = "profiled";
     double profile_seconds = 0.002;
     bool no_cache_model = false;
+    std::string cache_bytes;
     std::uint64_t seed = 1;
     double search_budget_s = 30;
     std::string trace_dir;
@@ -212,6 +213,18 @@ void add_compare(CLI::App& app) {
   cmd->add_flag("--no-cache-model", o->no_cache_model,
                "with --compute-model profiled: time every compute task hot (its kernel's time in a loop) instead of "
                "between its hot and cold times by how much of its data the simulated worker's cache still holds");
+  cmd->add_option("--cache-bytes", o->cache_bytes,
+                  "with the cache model: the bytes each simulated worker's cache holds (4096, 512KiB, 1MiB; "
+                  "default: the machine's cache_capacity_bytes, this CPU's per-core cache); the machine's roofline "
+                  "keeps its own")
+      ->check([](const std::string& value) {
+        try {
+          (void)parse_bytes(value);
+          return std::string();
+        } catch (const Error&) {
+          return "--cache-bytes '" + value + "': expected a whole number of bytes >= 1 (4096, 512KiB, 1MiB)";
+        }
+      });
   cmd->add_option("--seed", o->seed, "seed of the random inputs and of -s search")->capture_default_str();
   cmd->add_option("--budget-s", o->search_budget_s, "-s search: wall-clock budget in seconds (needs -m)")
       ->capture_default_str()
@@ -249,6 +262,7 @@ void add_compare(CLI::App& app) {
     co.profiled = o->compute_model == "profiled";
     co.profile_seconds = o->profile_seconds;
     co.cache_model = !o->no_cache_model;
+    if (!o->cache_bytes.empty()) co.cache_bytes = parse_bytes(o->cache_bytes);
     co.seed = o->seed;
     co.search_budget_s = o->search_budget_s;
     co.trace_dir = o->trace_dir;

@@ -128,6 +128,15 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
     decompositions.push_back(cli::decompose(g, s, devices, o.weights, o.machine ? &*o.machine : nullptr,
                                             cli::SearchOptions{o.search_budget_s, o.seed}));
   const bool calibrated_now = !o.machine;
+  if (o.cache_bytes < 0) fail("--cache-bytes: must be >= 0, got ", o.cache_bytes);
+  if (o.cache_bytes > 0) {  // before the long work: the cache model must be on to take it
+    bool known = calibrated_now;
+    if (o.machine)
+      for (const DeviceType& t : o.machine->device_types) known = known || t.cache_capacity_bytes > 0;
+    if (!o.profiled || !o.cache_model || o.backend != "cpu" || !known)
+      fail("--cache-bytes: the cache model is off (it needs --compute-model profiled, the cpu backend, no "
+           "--no-cache-model and a machine with a cache_capacity_bytes)");
+  }
   if (o.machine && o.machine->num_devices() != devices)
     fail("machine '", o.machine_name, "' describes ", o.machine->num_devices(), " devices but ", devices,
          " were asked for (calibrate again with -d ", devices, ")");
@@ -222,6 +231,7 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
     for (const DeviceType& t : o.machine->device_types) machine_has_cache = machine_has_cache || t.cache_capacity_bytes > 0;
   const bool cache_model = profiled && o.cache_model && machine_has_cache && !cuda;  // GPU kernels: hot only
   res.cache_model = cache_model;
+  res.cache_model_bytes = cache_model ? o.cache_bytes : 0;  // the machine's, when 0: filled in below
   std::vector<std::unique_ptr<runtime::KernelProfiler>> profilers;  // per strategy
   // --backend cuda: per strategy and round, each compute task's kernel time on the GPU.
   std::vector<std::vector<std::vector<double>>> cuda_profiles(o.strategies.size());
@@ -288,6 +298,8 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
                                          : cuda_machine);
     o.interference.apply(round_machines.back());
   }
+  if (cache_model && res.cache_model_bytes == 0)
+    res.cache_model_bytes = round_machines.front().device_types.front().cache_capacity_bytes;
   std::vector<CompareRounds> all;
   for (Row& row : plan_rows) {
     const TaskGraph& tg = *row.tg;
@@ -295,6 +307,7 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
     so.network = o.network;
     so.policy = row.policy == runtime::Policy::async ? sim::Policy::async : sim::Policy::bsp;
     so.priority = o.ready_order;
+    so.cache_capacity_bytes = o.cache_bytes;
     CompareRounds cr;
     cr.strategy = o.strategies[row.strategy];
     cr.policy = std::string(runtime::to_string(row.policy));
@@ -473,6 +486,7 @@ json compare_to_json(const CompareResult& res) {
           {"compute_model", res.profiled ? "profiled" : "analytic"},
           {"kernels_profiled", res.kernels_profiled},
           {"cache_model", res.cache_model},
+          {"cache_model_bytes", res.cache_model_bytes},
           {"rows", rows},
           {"rows_spread_exceeds_error", flagged},
           {"mape_pct", res.mape_pct},
@@ -489,13 +503,16 @@ json compare_to_json(const CompareResult& res) {
 void print_compare(const CompareResult& res, std::FILE* out) {
   using cli::human_seconds;
   const bool profiled = res.profiled, cache_model = res.cache_model;
+  const std::string compute =
+      !profiled      ? "analytic"
+      : cache_model ? "profiled kernels (hot and cold, cache model of " +
+                          cli::human_bytes(static_cast<double>(res.cache_model_bytes)) + " per worker)"
+                    : "profiled kernels (hot)";
   std::fprintf(out,
                "%s on %d devices, backend %s, machine %s, network %s, compute %s, median of %d runs "
                "(each after %d warm-up)\n\n",
                res.graph.c_str(), res.devices, res.backend.c_str(), res.machine.c_str(), res.network.c_str(),
-               profiled ? (cache_model ? "profiled kernels (hot and cold, cache model)" : "profiled kernels (hot)")
-                        : "analytic",
-               res.repeat, res.warmup);
+               compute.c_str(), res.repeat, res.warmup);
   std::fprintf(out, "  %-16s %-6s %7s %12s %12s %8s %8s", "strategy", "policy", "tasks", "simulated", "measured", "error",
                "spread");
   if (profiled) std::fprintf(out, " %12s %8s", "analytic", "error");

@@ -42,6 +42,9 @@ struct CompareOptions {
   bool profiled = true;  // kernels profiled here; false: the analytic roofline only
   double profile_seconds = 0.002;
   bool cache_model = true;  // with profiled: hot and cold kernel times and the simulated cache
+  // --cache-bytes: the bytes the cache model holds per worker (SimOptions::
+  // cache_capacity_bytes); 0: the machine's cache_capacity_bytes (this CPU's per-core cache).
+  std::int64_t cache_bytes = 0;
   std::uint64_t seed = 1;    // the random inputs, and -s search's
   double search_budget_s = 30;  // -s search (on `machine`, which it needs)
   std::string trace_dir;  // non-empty: write every simulated and measured timeline here
@@ -98,6 +101,7 @@ struct CompareResult {
   std::string network;
   int repeat = 0, warmup = 0;
   bool profiled = true, cache_model = true;
+  std::int64_t cache_model_bytes = 0;  // the per-worker capacity the cache model used (0: off)
   std::size_t kernels_profiled = 0;
   std::vector<CompareRow> rows;
   double mape_pct = 0, mape_analytic_pct = 0, mape_hot_pct = 0;

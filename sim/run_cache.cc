@@ -14,8 +14,10 @@ void Run::setup_cache() {
   const auto d = static_cast<std::size_t>(devices_);
   const std::size_t nb = bufs_.size();
   cache_cap_.assign(d, 0);
-  for (std::size_t dev = 0; dev < d; ++dev)
-    cache_cap_[dev] = m_.type_of(DeviceId(static_cast<std::int32_t>(dev))).cache_capacity_bytes;
+  for (std::size_t dev = 0; dev < d; ++dev) {
+    const std::int64_t known = m_.type_of(DeviceId(static_cast<std::int32_t>(dev))).cache_capacity_bytes;
+    cache_cap_[dev] = known > 0 && o_.cache_capacity_bytes > 0 ? o_.cache_capacity_bytes : known;
+  }
   cache_used_.assign(d, 0);
   lru_head_.assign(d, -1);
   lru_tail_.assign(d, -1);

@@ -27,6 +27,8 @@ void Run::setup() {
   for (std::size_t i = 0; i < o_.task_seconds_cold.size(); ++i)
     if (!std::isfinite(o_.task_seconds_cold[i]))
       fail("simulate: task_seconds_cold[", i, "] is not a finite number");
+  if (o_.cache_capacity_bytes < 0)
+    fail("simulate: cache_capacity_bytes must be >= 0, got ", o_.cache_capacity_bytes);
   if (!o_.fused.empty() && o_.fused.size() != tg_.tasks.size())
     fail("simulate: fused has ", o_.fused.size(), " entries for ", tg_.tasks.size(), " tasks");
   m_.validate(m_.name.empty() ? "machine" : m_.name);

@@ -110,6 +110,10 @@ struct SimOptions {
   // and a compute task with task_seconds t and cold seconds c takes
   // t + (c - t) × (its bytes not in the cache) / (its bytes).
   std::vector<double> task_seconds_cold;
+  // With task_seconds_cold: the bytes each device's simulated cache holds, in place of
+  // its type's cache_capacity_bytes (a device type without one keeps its hot times);
+  // 0: the type's. Only the cache model reads it (`tessel compare --cache-bytes`).
+  std::int64_t cache_capacity_bytes = 0;
   // Tasks of a fused computation-collective kernel (sim/fuse.h): empty, or one entry per
   // task; a nonzero entry exempts that compute task or move from the interference factors.
   std::vector<char> fused;

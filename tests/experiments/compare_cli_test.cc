@@ -127,6 +127,8 @@ TEST(CompareCli, WithoutAMachineItCalibratesDuringTheTimedRoundsAndReportsTheCal
   EXPECT_EQ(j["compute_model"], "profiled");
   EXPECT_GT(j["kernels_profiled"].get<int>(), 0);
   EXPECT_EQ(j["cache_model"], true);
+  // The cache model holds, per worker, the calibrated per-core cache (no --cache-bytes).
+  EXPECT_EQ(j["cache_model_bytes"], j["calibration"]["cache_capacity_bytes"]);
   // ... and the same profile's hot-only simulation beside it.
   EXPECT_GT(j["rows"][0]["simulated_hot_s"].get<double>(), 0);
   EXPECT_TRUE(std::isfinite(j["rows"][0]["error_hot_pct"].get<double>()));
@@ -172,6 +174,32 @@ TEST(CompareCli, AnalyticComputeModelSkipsProfiling) {
   r = run_tessel("compare -w chain:size=32 -d 2 --compute-model guessed");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("--compute-model"), std::string::npos) << r.err;
+}
+
+// --cache-bytes sets the capacity the cache model gives each simulated worker (the
+// machine's roofline keeps its own); without the cache model it is refused by name.
+TEST(CompareCli, CacheBytesSetsTheCacheModelsCapacity) {
+  auto r = run_tessel(
+      "compare -w chain:size=32 -d 2 -s split-largest --policy async --repeat 1 --warmup 0 "
+      "--calibration-seconds 0.002 --cache-bytes 4KiB --json");
+  ASSERT_EQ(r.status, 0) << r.output();
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["cache_model"], true);
+  EXPECT_EQ(j["cache_model_bytes"], 4096);
+  EXPECT_GE(j["rows"][0]["simulated_s"].get<double>(), j["rows"][0]["simulated_hot_s"].get<double>());
+  r = run_tessel(
+      "compare -w chain:size=32 -d 2 -s split-largest --policy async --repeat 1 --warmup 0 "
+      "--calibration-seconds 0.002 --cache-bytes 512KiB");
+  ASSERT_EQ(r.status, 0) << r.output();
+  EXPECT_NE(r.out.find("cache model of 512.00 KiB per worker"), std::string::npos) << r.out;
+  r = run_tessel("compare -w chain:size=32 -d 2 --cache-bytes 0");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--cache-bytes '0'"), std::string::npos) << r.err;
+  for (const char* off : {"--no-cache-model", "--compute-model analytic"}) {
+    r = run_tessel(std::string("compare -w chain:size=32 -d 2 --repeat 1 --cache-bytes 4096 ") + off);
+    EXPECT_EQ(r.status, 1) << off;
+    EXPECT_NE(r.err.find("--cache-bytes: the cache model is off"), std::string::npos) << r.err;
+  }
 }
 
 TEST(CompareCli, AMachineForAnotherDeviceCountIsRejectedByName) {

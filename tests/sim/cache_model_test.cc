@@ -99,6 +99,24 @@ TEST(CacheModel, ADeviceWithoutACacheAndNoColdTimesKeepTheHotTimes) {
   EXPECT_EQ(ps(simulate(k.b.graph(), cpu_like(1000), hot_only).makespan_s), 25'000'000);
 }
 
+// SimOptions::cache_capacity_bytes replaces the machine's capacity (tessel compare
+// --cache-bytes): the same run as above, whichever capacity the machine states.
+TEST(CacheModel, AGivenCapacityReplacesTheMachines) {
+  ThreeKernels k;
+  SimOptions o = k.o;
+  o.cache_capacity_bytes = 1000;  // a machine cache that holds everything, modelled as 1000 bytes
+  EXPECT_EQ(ps(simulate(k.b.graph(), cpu_like(1600), o).makespan_s), 65'000'000);
+  o.cache_capacity_bytes = 1600;  // and the other way round: everything cached, the hot times
+  EXPECT_EQ(ps(simulate(k.b.graph(), cpu_like(1000), o).makespan_s), 25'000'000);
+  o.cache_capacity_bytes = 0;  // 0: the machine's
+  EXPECT_EQ(ps(simulate(k.b.graph(), cpu_like(1000), o).makespan_s), 65'000'000);
+  o.cache_capacity_bytes = 1000;  // a device type without a cache keeps its hot times
+  EXPECT_EQ(ps(simulate(k.b.graph(), cpu_like(0), o).makespan_s), 25'000'000);
+  o.cache_capacity_bytes = -1;
+  EXPECT_NE(error_of([&] { (void)simulate(k.b.graph(), cpu_like(1000), o); }).find("cache_capacity_bytes must be >= 0, got -1"),
+            std::string::npos);
+}
+
 TEST(CacheModel, ColdEqualToHotChangesNothingOnAWorkload) {
   Graph g = build_workload("llama-block:model=tiny");
   TaskGraph tg = lower(g, split_largest(g, 2));
