@@ -44,13 +44,20 @@ std::vector<double> operand_bytes_by_device(const Graph& g, const Decomposition&
   return by;
 }
 
-// Inputs and fills start where they are first read: each block on the device of the
-// first block (of its first consumer, then the next) that reads it; a block no one
-// reads keeps its round-robin device. Their partition is their first consumer's need
-// (strategy.cc, fill_unplanned), but numbered in their own index order, so that
-// round-robin alone would put a block of a weight [d, f] split (4, 2) on another device
-// than the block of its reader's join (…, f, d) split (…, 2, 4) that reads it, and every
-// step would move it there. (Resident weights and fills are then made resident on
+// Inputs and fills start where they are first read: each block on one of the devices
+// of its first consumer that reads it (then the next consumer's, when the first does
+// not read it), the one holding the fewest of this node's elements so far (ties: the first
+// reader), so that a block read on one device starts there and the blocks a group of
+// devices all read are spread over that group; a block no one reads keeps its
+// round-robin device. Their partition is their first consumer's need (strategy.cc,
+// fill_unplanned), but numbered in their own index order, so that round-robin alone
+// would put a block of a weight [d, f] split (4, 2) on another device than the block of
+// its reader's join (…, f, d) split (…, 2, 4) that reads it, and every step would move
+// it there. Spreading matters for a block many devices read: an FFN's x split by rows
+// is read whole by the four devices of its row group, and all of it on the first of
+// them made that device send every block three times while it computed (its sends
+// slowed by interference, the other three waiting); spread, the four exchange one
+// block each, an all-gather. (Resident weights and fills are then made resident on
 // every reader: residency.h.)
 void place_leaves_at_first_reader(const Graph& g, Decomposition& d, const std::vector<char>& placed) {
   const auto consumers = g.consumers();
@@ -58,14 +65,27 @@ void place_leaves_at_first_reader(const Graph& g, Decomposition& d, const std::v
     const NodeKind kind = g.node(id).kind;
     if ((kind != NodeKind::input && kind != NodeKind::fill) || placed[id.index()]) continue;
     NodePlan& plan = d.nodes[id.index()];
-    std::vector<char> assigned(plan.devices.size(), 0);
-    for (const Read& r : reads_of(g, d, id, consumers[id.index()]))
-      for (std::int64_t b : blocks_within(plan.partition, r.region)) {
-        const auto u = static_cast<std::size_t>(b);
-        if (assigned[u]) continue;
-        assigned[u] = 1;
-        plan.devices[u] = r.device;
-      }
+    // Per block, the devices of the first consumer that reads it, in read order.
+    std::vector<std::vector<DeviceId>> readers(plan.devices.size());
+    std::vector<std::int32_t> by(plan.devices.size(), -1);  // that consumer
+    for (std::size_t c = 0; c < consumers[id.index()].size(); ++c)
+      for (const Read& r : reads_of(g, d, id, {consumers[id.index()][c]}))
+        for (std::int64_t b : blocks_within(plan.partition, r.region)) {
+          const auto u = static_cast<std::size_t>(b);
+          if (by[u] >= 0 && by[u] != static_cast<std::int32_t>(c)) continue;
+          by[u] = static_cast<std::int32_t>(c);
+          if (std::find(readers[u].begin(), readers[u].end(), r.device) == readers[u].end())
+            readers[u].push_back(r.device);
+        }
+    std::vector<std::int64_t> held(static_cast<std::size_t>(d.num_devices), 0);
+    for (std::size_t u = 0; u < readers.size(); ++u) {
+      if (readers[u].empty()) continue;
+      DeviceId best = readers[u].front();
+      for (DeviceId dev : readers[u])
+        if (held[dev.index()] < held[best.index()]) best = dev;
+      plan.devices[u] = best;
+      held[best.index()] += plan.partition.block(static_cast<std::int64_t>(u)).elements();
+    }
   }
 }
 

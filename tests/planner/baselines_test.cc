@@ -299,6 +299,40 @@ TEST(Placement, InputsAndFillsStartOnTheDeviceOfTheirFirstReader) {
   }
 }
 
+// An input every device of a group reads whole starts spread over that group, not all on
+// its first reader. X[i, j] split (4, 1) under a join (i, k, j) split (1, 4, 1): each of
+// the 4 blocks of the matmul (devices 0-3) reads all of X. At the first reader, device 0
+// held all 4 blocks and sent 12 of the 12 moves; spread, each device holds one block and
+// sends 3 (an all-gather), so no device is the one whose sends everyone waits for.
+TEST(Placement, InputsReadByAGroupAreSpreadOverIt) {
+  GraphBuilder b;
+  const NodeId x = b.input("X", {64, 64});
+  b.annotate(x, InputRole::data);
+  const NodeId w = b.weight("W", {64, 64});
+  const NodeId mm = b.matmul(x, w);
+  b.output(mm, "out");
+  const Graph g = b.build();
+  Partitioning p;
+  p.join = {{4, 1}, {1, 4}, {1, 4, 1}, {1, 4}};
+  for (const char* placement : {"round-robin", "greedy", "locality"}) {
+    const Decomposition d = place(g, p, 4, placement);
+    std::set<int> readers, holders;
+    for (DeviceId dev : d.plan(mm).devices) readers.insert(dev.value);
+    ASSERT_EQ(readers.size(), 4u) << placement;
+    for (DeviceId dev : d.plan(x).devices) {
+      EXPECT_TRUE(readers.count(dev.value)) << placement << ": X on device " << dev.value << ", which reads none of it";
+      holders.insert(dev.value);
+    }
+    EXPECT_EQ(holders.size(), 4u) << placement << ": X's 4 blocks on " << holders.size() << " devices";
+    const TaskGraph tg = lower(g, d);
+    std::vector<std::int64_t> sent(4, 0);
+    for (const Task& t : tg.tasks)
+      if (t.kind == TaskKind::move && t.node == x) sent[static_cast<std::size_t>(t.device.value)] += t.bytes;
+    for (int dev = 0; dev < 4; ++dev)
+      EXPECT_EQ(sent[static_cast<std::size_t>(dev)], 3 * 16 * 64 * 4) << placement << " device " << dev;
+  }
+}
+
 TEST(Strategies, ResidentPlansAreDeterministic) {
   const Graph g = build_workload("llama-block:model=7b,batch=4");
   for (const char* s : {"data-parallel", "megatron", "eindecomp"})
