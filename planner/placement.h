@@ -12,8 +12,10 @@
 //                blocks of one node, and a node with at least n blocks uses every
 //                device (ties: the device with the least compute so far)
 //
-// Under each, inputs and fills start on the device of their first reader: each block on
-// the device of the first block (of its first consumer, then the next) that reads it.
+// Under each, inputs and fills start on a device that reads them first: each block on
+// one of the devices of its first consumer (then the next) that reads it, the one holding
+// the fewest of that leaf's elements so far (ties: the first reader), so that a block
+// read on one device starts there and the blocks a group all reads are spread over it.
 // A node the strategy placed itself (Partitioning::devices) is left as it is.
 
 #include <string>
