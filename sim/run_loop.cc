@@ -101,7 +101,10 @@ void Run::make_ready(const Released& r) {
     return;
   }
   const Info& in = info_[ui];
-  if (stop_at_ != kNever && o_.priority == Priority::longest_path && r.at + in.rank > stop_at_ + kBoundSlack)
+  // A rank times a move on channel 0's route; on a topology graph with several channels a
+  // move may take another (ECMP) route, faster than that one, so the bound is not used there.
+  if (stop_at_ != kNever && o_.priority == Priority::longest_path && !(topology_ && chan_stride_ > 1) &&
+      r.at + in.rank > stop_at_ + kBoundSlack)
     path_bound_ = std::max(path_bound_, r.at + in.rank);  // it cannot end by stop_at_
   if (in.lane == kNoLane) {
     instant_.push_back(r);

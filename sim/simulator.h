@@ -120,7 +120,9 @@ struct SimOptions {
   // Stop early (SimResult::stopped) once the simulated clock passes stop_after_s while
   // tasks remain — the run cannot end by then (a planner's bound: it cannot beat a known
   // makespan) — or, under longest-path priority, once a task released at t has t plus its
-  // longest undisturbed path past it (by more than 1 ns), or when *cancel is true (read
+  // longest undisturbed path past it (by more than 1 ns; not on a topology graph with
+  // several comm channels, whose other channels' routes may be faster than the one the
+  // path is timed on), or when *cancel is true (read
   // once per event time; a wall-clock budget).
   // Graphs with collective nodes ignore both.
   double stop_after_s = std::numeric_limits<double>::infinity();
