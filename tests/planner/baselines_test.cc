@@ -265,18 +265,27 @@ TEST(Locality, IdleDevicesAreReported) {
   EXPECT_EQ(p.idle_devices, (std::vector<int>{2, 3}));
 }
 
-// Fetched weights start where they are first read. W[j, k] split (4, 2) under a join
-// (i, k, j) split (1, 2, 4): W's block (j, k) is number 2j + k, its reader's 4k + j, so
-// round-robin alone put 6 of its 8 blocks on another device than their reader and every
-// step moved them; now none moves, under every placement.
-TEST(Placement, InputsAndFillsStartOnTheDeviceOfTheirFirstReader) {
+// X (data) times W (a weight), both 64 x 64: the graph of the two placement tests below.
+struct DataTimesWeight {
+  Graph g;
+  NodeId x, w, mm;
+};
+DataTimesWeight data_times_weight() {
   GraphBuilder b;
   const NodeId x = b.input("X", {64, 64});
   b.annotate(x, InputRole::data);
   const NodeId w = b.weight("W", {64, 64});
   const NodeId mm = b.matmul(x, w);
   b.output(mm, "out");
-  const Graph g = b.build();
+  return {b.build(), x, w, mm};
+}
+
+// Fetched weights start where they are first read. W[j, k] split (4, 2) under a join
+// (i, k, j) split (1, 2, 4): W's block (j, k) is number 2j + k, its reader's 4k + j, so
+// round-robin alone put 6 of its 8 blocks on another device than their reader and every
+// step moved them; now none moves, under every placement.
+TEST(Placement, InputsAndFillsStartOnTheDeviceOfTheirFirstReader) {
+  const auto [g, x, w, mm] = data_times_weight();
   Partitioning p;
   p.join = {{1, 4}, {4, 2}, {1, 2, 4}, {1, 2}};
   for (const char* placement : {"round-robin", "greedy", "locality"}) {
@@ -305,13 +314,7 @@ TEST(Placement, InputsAndFillsStartOnTheDeviceOfTheirFirstReader) {
 // held all 4 blocks and sent 12 of the 12 moves; spread, each device holds one block and
 // sends 3 (an all-gather), so no device is the one whose sends everyone waits for.
 TEST(Placement, InputsReadByAGroupAreSpreadOverIt) {
-  GraphBuilder b;
-  const NodeId x = b.input("X", {64, 64});
-  b.annotate(x, InputRole::data);
-  const NodeId w = b.weight("W", {64, 64});
-  const NodeId mm = b.matmul(x, w);
-  b.output(mm, "out");
-  const Graph g = b.build();
+  const auto [g, x, w, mm] = data_times_weight();
   Partitioning p;
   p.join = {{4, 1}, {1, 4}, {1, 4, 1}, {1, 4}};
   for (const char* placement : {"round-robin", "greedy", "locality"}) {
