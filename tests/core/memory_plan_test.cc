@@ -279,7 +279,9 @@ TEST(MemoryPlan, FixedOrderLoadsEachBufferJustBeforeItsFirstUser) {
   const std::vector<int> after = computes_before_first_use(fixed);
   ASSERT_EQ(after.size(), planned.size());
   for (std::size_t k = 0; k < after.size(); ++k) {
-    if (planned[k] >= 0) EXPECT_EQ(after[k], 0) << "load " << k << ": " << after[k] << " kernels before its first user";
+    if (planned[k] >= 0) {
+      EXPECT_EQ(after[k], 0) << "load " << k << ": " << after[k] << " kernels before its first user";
+    }
   }
   const Machine m = machine_preset("h100-sxm-8");
   EXPECT_GE(sim::simulate(fixed, m).makespan_s, sim::simulate(plan.graph, m).makespan_s * 0.999);
