@@ -219,7 +219,7 @@ TEST(Machine, EfficiencyIsLogLinearBetweenPointsAndFlatBeyond) {
 
 TEST(Machine, ReservedSmsSetAFloorUnderTheComputeSlowdown) {
   Interference f;
-  f.normal = {1.1, 1.0};
+  f.normal = {1.1, 1.0, "test"};
   EXPECT_DOUBLE_EQ(f.compute_slowdown(100), 1.1);
   f.comm_sms = 20;
   EXPECT_DOUBLE_EQ(f.compute_slowdown(100), 1.25);
