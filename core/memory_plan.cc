@@ -584,10 +584,11 @@ class Planner {
   // of tasks: walking the tasks ahead in order, a device keeps free the growth of its
   // live bytes up to each load's reader (buffers first written there, less those whose
   // last use is passed), plus the largest of those new buffers, and stops at the first
-  // buffer that does not
-  // fit, so that loads stay in the order of use; a load is also refused when the range
-  // it takes would leave no single free range as large as that growth (free bytes split
-  // into holes are no room for the next activation). The walk ends when every device
+  // buffer that does not fit, so that loads stay in the order of use; a load is also
+  // refused when the range it takes would leave no room for those buffers by the rule of
+  // MemoryPlanOptions::prefetch (room_ahead; one_range: no single free range as large as
+  // that growth plus the largest; free bytes split into holes are no room for the next
+  // activation). The walk ends when every device
   // with something in host memory has stopped; kLookahead only bounds the planner's time
   // (O(tasks × kLookahead)) and is far enough not to be what stops it on the workloads
   // below. At 1,024 it was, on the LLaMA-7B block, where ~10,000 tasks are mostly small
