@@ -239,6 +239,7 @@ void run_simulate(const Opts& o) {
   std::optional<MemoryCapped> capped;
   std::optional<sim::SimResult> uncapped;
   std::optional<sim::SimResult> capped_result;
+  if (o.memory_cap.empty() && o.prefetch != "fastest") fail("--prefetch applies with --memory-cap only");
   if (!o.memory_cap.empty()) {
     if (collective) fail("--memory-cap applies to task graphs (-w, -g, --task-graph), not to --collective");
     if (so.policy == sim::Policy::bsp)

@@ -54,6 +54,9 @@ TEST(MemoryCapCli, SimulateKeepsTheFastestPrefetchRule) {
   }
   auto bad = tessel::testing::run_tessel(cmd + " --prefetch soonest");
   EXPECT_EQ(bad.status, 2) << bad.output();
+  auto uncapped = tessel::testing::run_tessel("simulate -w llama-block:model=tiny -d 2 -m cpu:2 --prefetch packed");
+  EXPECT_EQ(uncapped.status, 1) << uncapped.output();
+  EXPECT_NE(uncapped.output().find("--memory-cap"), std::string::npos) << uncapped.output();
 }
 
 TEST(MemoryCapCli, RunComputesTheReferenceUnderTheCap) {
