@@ -627,9 +627,10 @@ class Planner {
   // a 5.50 MB activation's range fits a 5.64 MB weight: 1.32-1.50× on 7B at 50%) and
   // relaxing the free-range check to the largest new buffer (1.28-1.61×).
   // That check is PrefetchRoom::one_range. Where the free bytes lie in several runs it
-  // refuses loads that fit: on the 7B block at 50%, device 0 had 38 MB free before the FFN
-  // but no run above 15 MB, against the 17 MB one_range asks besides the load, and its
-  // link idled 94 µs during attention. packed and dry_run (room_ahead) look at the buffers themselves.
+  // refuses loads that fit: on the 7B block at 50%, device 0 had 38 MB free before the
+  // FFN but no run above 15 MB, against the 17 MB one_range asks besides the load, and
+  // its link idled 94 µs during attention. packed and dry_run (room_ahead) look at the
+  // buffers themselves.
   // Measured (`tessel reproduce offload`'s plan, free order / uncapped at 100 / 75 / 50 /
   // 25%, 2026-11-25), one_range, packed, dry_run:
   //   7B            1.036 1.049 1.291 3.676 | 1.066 1.111 1.249 3.700 | 1.032 1.031 1.369 3.654
@@ -642,10 +643,11 @@ class Planner {
   // range then held up the activation; dry_run replays that placement and has none there,
   // but starts later at 50% (210-280 µs). Variants tried and dropped (same rows, 7B): the
   // packing without the extra buffer of the largest size (1.051 1.120 1.403 3.805); a
-  // replay with best fit instead of the planner's rule, alone (1.051 1.062 1.383 3.917) or
-  // with the packing (1.066 1.104 1.249 3.700); dry_run without the free range of the largest after each placement
-  // (1.051 1.062 1.429 3.789), with it only at the peak (1.034 1.027 1.307 3.904), or
-  // without it but with the packing (1.066 1.102 1.346 3.737).
+  // replay with best fit instead of the planner's rule, alone (1.051 1.062 1.383 3.917)
+  // or with the packing (1.066 1.104 1.249 3.700); dry_run without the free range of the
+  // largest after each placement (1.051 1.062 1.429 3.789), with it only at the peak
+  // (1.034 1.027 1.307 3.904), or without it but with the packing (1.066 1.102 1.346
+  // 3.737).
   static constexpr std::int32_t kLookahead = 8192;
 
   // Prefetch's view of one device over its walk ahead: the buffers first written in the
