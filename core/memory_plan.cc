@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <functional>
 #include <stdexcept>
 #include <limits>
 #include <map>
@@ -83,6 +84,8 @@ class Planner {
     high_.assign(devices, 0);
     host_only_.assign(devices, 0);
     seen_.assign(nb, 0);
+    death_.assign(nb, std::numeric_limits<std::int32_t>::max());
+    dry_offset_.assign(nb, 0);
     for (std::size_t d = 0; d < devices; ++d) memory_[d][0] = Segment{o_.capacity_bytes[d], -1, {}};
 
     for (std::size_t p = 0; p < order_.size(); ++p) step(static_cast<std::int32_t>(p));
@@ -205,7 +208,9 @@ class Planner {
   // (3.3-4.0× at 50% on 7B). Other orders among equals did worse at 50% on 7B: without
   // the best fit 1.383×, the highest place instead of the lowest 1.297×.
   std::int64_t find_range(std::size_t d, std::int64_t size, bool first_fit = false) const {
-    const auto& mem = memory_[d];
+    return find_range_in(memory_[d], size, first_fit);
+  }
+  static std::int64_t find_range_in(const std::map<std::int64_t, Segment>& mem, std::int64_t size, bool first_fit = false) {
     if (first_fit) {
       for (auto start = mem.begin(); start != mem.end(); ++start) {
         if (start->second.buffer >= 0) continue;
@@ -254,11 +259,21 @@ class Planner {
   // tasks that released them in its alloc_deps. False, changing nothing, when no free
   // range is large enough.
   bool allocate(std::size_t d, std::int32_t buffer, bool first_fit = false) {
-    auto& mem = memory_[d];
     Inst& in = inst_[static_cast<std::size_t>(buffer)];
     const std::int64_t size = in.size;
     const std::int64_t at = find_range(d, size, first_fit);
     if (at < 0) return false;
+    in.alloc_deps = claim(memory_[d], at, size, buffer);
+    in.offset = at;
+    out_.buffers[static_cast<std::size_t>(buffer)].offset_bytes = at;
+    high_[d] = std::max(high_[d], at + size);
+    return true;
+  }
+
+  // Gives the free range [at, at + size) of `mem` to `buffer`; returns the tasks that
+  // released it (allocate's, and prefetch's dry run on a copy).
+  static std::vector<std::int32_t> claim(std::map<std::int64_t, Segment>& mem, std::int64_t at, std::int64_t size,
+                                         std::int32_t buffer) {
     auto start = std::prev(mem.upper_bound(at));
     if (start->first < at) {  // a place inside a free segment: the part before stays free, with its users
       Segment rest = start->second;
@@ -287,11 +302,7 @@ class Planner {
     }
     std::sort(released.begin(), released.end());
     released.erase(std::unique(released.begin(), released.end()), released.end());
-    in.alloc_deps = std::move(released);
-    in.offset = at;
-    out_.buffers[static_cast<std::size_t>(buffer)].offset_bytes = at;
-    high_[d] = std::max(high_[d], at + size);
-    return true;
+    return released;
   }
 
   // The largest run of adjacent free bytes on device d once [taken, taken + size) is
@@ -573,10 +584,11 @@ class Planner {
   // of tasks: walking the tasks ahead in order, a device keeps free the growth of its
   // live bytes up to each load's reader (buffers first written there, less those whose
   // last use is passed), plus the largest of those new buffers, and stops at the first
-  // buffer that does not
-  // fit, so that loads stay in the order of use; a load is also refused when the range
-  // it takes would leave no single free range as large as that growth (free bytes split
-  // into holes are no room for the next activation). The walk ends when every device
+  // buffer that does not fit, so that loads stay in the order of use; a load is also
+  // refused when the range it takes would leave no room for those buffers by the rule of
+  // MemoryPlanOptions::prefetch (room_ahead; one_range: no single free range as large as
+  // that growth plus the largest; free bytes split into holes are no room for the next
+  // activation). The walk ends when every device
   // with something in host memory has stopped; kLookahead only bounds the planner's time
   // (O(tasks × kLookahead)) and is far enough not to be what stops it on the workloads
   // below. At 1,024 it was, on the LLaMA-7B block, where ~10,000 tasks are mostly small
@@ -614,7 +626,131 @@ class Planner {
   // rounding buffer sizes up to size classes (1/4 to 1/16 of their power of two, so that
   // a 5.50 MB activation's range fits a 5.64 MB weight: 1.32-1.50× on 7B at 50%) and
   // relaxing the free-range check to the largest new buffer (1.28-1.61×).
+  // That check is PrefetchRoom::one_range. Where the free bytes lie in several runs it
+  // refuses loads that fit: on the 7B block at 50%, device 0 had 38 MB free before the
+  // FFN but no run above 15 MB, against the 17 MB one_range asks besides the load, and
+  // its link idled 94 µs during attention. packed and dry_run (room_ahead) look at the
+  // buffers themselves.
+  // Measured (`tessel reproduce offload`'s plan, free order / uncapped at 100 / 75 / 50 /
+  // 25%, 2026-11-25), one_range, packed, dry_run:
+  //   7B            1.036 1.049 1.291 3.676 | 1.066 1.111 1.249 3.700 | 1.032 1.031 1.369 3.654
+  //   7B batch 2    1.002 1.317 2.861 19.29 | 1.003 1.243 2.938 19.37 | 1.006 1.097 2.595 19.21
+  //   7B seq. 2000  1.009 1.174 2.535 6.562 | 0.996 1.149 2.473 6.728 | 1.017 1.003 2.587 6.728
+  //   13B           1.002 1.046 1.261 3.076 | 1.083 1.099 1.265 3.368 | 1.036 1.025 1.263 3.077
+  // packed starts loads earliest (7B at 50%: 130-185 µs against 254-347 with one_range),
+  // but the planner's placement fragments more than its packing assumes, and some
+  // prefetched buffers are dropped before their reader (7B: 9 at 75%, 8 at 50%), their
+  // range then held up the activation; dry_run replays that placement and has none there,
+  // but starts later at 50% (210-280 µs). Variants tried and dropped (same rows, 7B): the
+  // packing without the extra buffer of the largest size (1.051 1.120 1.403 3.805); a
+  // replay with best fit instead of the planner's rule, alone (1.051 1.062 1.383 3.917)
+  // or with the packing (1.066 1.104 1.249 3.700); dry_run without the free range of the
+  // largest after each placement (1.051 1.062 1.429 3.789), with it only at the peak
+  // (1.034 1.027 1.307 3.904), or without it but with the packing (1.066 1.102 1.346
+  // 3.737).
   static constexpr std::int32_t kLookahead = 8192;
+
+  // Prefetch's view of one device over its walk ahead: the buffers first written in the
+  // walk (born) and the resident buffers whose last use it passed (freed), each in walk
+  // order, both in `events` too with the deaths of born buffers; and where the live bytes
+  // peaked (the walk position, and how many were born and freed by then).
+  struct Ahead {
+    struct Event {
+      enum Kind : std::uint8_t { born, died, freed } kind;
+      std::int32_t id;  // born, died: the input buffer; freed: the device buffer
+    };
+    std::vector<std::int32_t> born, freed;
+    std::vector<Event> events;
+    std::int32_t peak_q = 0;
+    std::size_t peak_born = 0, peak_freed = 0;
+  };
+
+  // Whether device d keeps room for the buffers ahead once a load takes [at, at + size)
+  // (PrefetchRoom; `growth`: the peak growth of the live bytes ahead, `largest`: the
+  // largest buffer written ahead).
+  bool room_ahead(std::size_t d, std::int64_t at, std::int64_t size, const Ahead& a, std::int64_t growth,
+                  std::int64_t largest) {
+    switch (o_.prefetch) {
+      case PrefetchRoom::one_range: return largest_free_range(d, at, size) >= growth + largest;
+      case PrefetchRoom::packed: return packs_at_peak(d, at, size, a, largest);
+      case PrefetchRoom::dry_run: return dry_run_fits(d, at, size, a, largest);
+    }
+    return false;
+  }
+
+  // packed: the buffers written ahead and live at the peak, and one more of the largest,
+  // placed largest first into the first free run that holds each, the runs being the
+  // free ranges now (less the load's) joined with the ranges of the resident buffers
+  // dead by the peak.
+  bool packs_at_peak(std::size_t d, std::int64_t at, std::int64_t size, const Ahead& a, std::int64_t largest) {
+    std::vector<std::int64_t> dead_at;  // offsets of the resident buffers freed by the peak
+    for (std::size_t i = 0; i < a.peak_freed; ++i) dead_at.push_back(inst_[static_cast<std::size_t>(a.freed[i])].offset);
+    std::sort(dead_at.begin(), dead_at.end());
+    runs_.clear();
+    std::int64_t run = 0;
+    for (const auto& [offset, seg] : memory_[d]) {
+      const bool free = seg.buffer < 0 || std::binary_search(dead_at.begin(), dead_at.end(), offset);
+      const std::int64_t end = offset + seg.size;
+      if (!free) {
+        if (run > 0) runs_.push_back(run);
+        run = 0;
+      } else if (end <= at || offset >= at + size) {
+        run += seg.size;
+      } else {  // the load's range ends one run and starts the next
+        run += std::max<std::int64_t>(0, at - offset);
+        if (run > 0) runs_.push_back(run);
+        run = std::max<std::int64_t>(0, end - (at + size));
+      }
+    }
+    if (run > 0) runs_.push_back(run);
+    items_.clear();
+    for (std::size_t i = 0; i < a.peak_born; ++i) {
+      const std::int32_t l = a.born[i];
+      if (death_[static_cast<std::size_t>(l)] >= a.peak_q) items_.push_back(aligned(in_.buffers[static_cast<std::size_t>(l)].bytes()));
+    }
+    if (largest > 0) items_.push_back(largest);
+    std::sort(items_.begin(), items_.end(), std::greater<>());
+    for (std::int64_t item : items_) {
+      auto fit = std::find_if(runs_.begin(), runs_.end(), [&](std::int64_t r) { return r >= item; });
+      if (fit == runs_.end()) return false;
+      *fit -= item;
+    }
+    return true;
+  }
+
+  // dry_run: on a copy of device d's memory with the load placed, the walk's events
+  // replayed in order: each buffer written ahead placed by the planner's own rule
+  // (find_range, then first fit), each dead one's range released; every placement must
+  // succeed and leave a free range as large as the largest buffer written ahead.
+  bool dry_run_fits(std::size_t d, std::int64_t at, std::int64_t size, const Ahead& a, std::int64_t largest) {
+    auto mem = memory_[d];
+    constexpr std::int32_t kPlaced = 1 << 30;  // a dry-run buffer: kPlaced + input buffer (any id >= 0 is taken)
+    (void)claim(mem, at, size, kPlaced - 1);
+    auto release_at = [&](std::int64_t offset, const std::vector<std::int32_t>& users) {
+      auto it = mem.find(offset);
+      it->second.buffer = -1;
+      it->second.released = users;
+    };
+    for (const Ahead::Event& e : a.events) {
+      const auto i = static_cast<std::size_t>(e.id);
+      if (e.kind == Ahead::Event::freed) {
+        release_at(inst_[i].offset, inst_[i].users);
+        continue;
+      }
+      if (e.kind == Ahead::Event::died) {
+        release_at(dry_offset_[i], {});
+        continue;
+      }
+      const std::int64_t n = aligned(in_.buffers[i].bytes());
+      std::int64_t o = find_range_in(mem, n);
+      if (o < 0) o = find_range_in(mem, n, true);
+      if (o < 0) return false;
+      (void)claim(mem, o, n, kPlaced + e.id);
+      dry_offset_[i] = o;
+      if (largest > 0 && find_range_in(mem, largest, true) < 0) return false;
+    }
+    return true;
+  }
   void prefetch(std::int32_t p) {
     const auto devices = static_cast<std::size_t>(in_.num_devices);
     std::vector<std::int64_t> growth(devices, 0), peak_growth(devices, 0), free(devices, 0), largest_new(devices, 0);
@@ -626,8 +762,13 @@ class Planner {
       if (host_only_[d] > 0) ++left;
       else blocked[d] = 1;
     }
-    for (std::int32_t l : seen_list_) seen_[static_cast<std::size_t>(l)] = 0;
+    for (std::int32_t l : seen_list_) {
+      seen_[static_cast<std::size_t>(l)] = 0;
+      death_[static_cast<std::size_t>(l)] = std::numeric_limits<std::int32_t>::max();
+    }
     seen_list_.clear();
+    std::vector<Ahead> ahead(devices);
+    for (Ahead& a : ahead) a.peak_q = p;
     const auto end = std::min<std::int32_t>(static_cast<std::int32_t>(order_.size()), p + 1 + kLookahead);
     for (std::int32_t q = p + 1; q < end && left > 0; ++q) {
       const Task& t = in_.tasks[static_cast<std::size_t>(order_[static_cast<std::size_t>(q)])];
@@ -642,11 +783,12 @@ class Planner {
           --left;
           continue;
         }
-        // The range taken must leave one free range large enough for the growth ahead:
-        // free bytes split into holes are no room for the next activation. A dry run,
-        // so that a refused load changes nothing.
+        // The range taken must leave room for the buffers ahead, by the rule chosen
+        // (PrefetchRoom): free bytes split into holes are no room for the next
+        // activation. Checked without changing anything, so that a refused load changes
+        // nothing.
         const std::int64_t at = find_range(d, size);
-        if (at < 0 || largest_free_range(d, at, size) < peak_growth[d] + largest_new[d]) {
+        if (at < 0 || !room_ahead(d, at, size, ahead[d], peak_growth[d], largest_new[d])) {
           blocked[d] = 1;
           --left;
           continue;
@@ -665,13 +807,30 @@ class Planner {
         const std::size_t d = in_.buffers[t.writes.index()].device.index();
         growth[d] += aligned(in_.buffers[t.writes.index()].bytes());
         largest_new[d] = std::max(largest_new[d], aligned(in_.buffers[t.writes.index()].bytes()));
-        peak_growth[d] = std::max(peak_growth[d], growth[d]);
+        Ahead& a = ahead[d];
+        a.born.push_back(t.writes.value);
+        a.events.push_back({Ahead::Event::born, t.writes.value});
+        if (growth[d] > peak_growth[d]) {
+          peak_growth[d] = growth[d];
+          a.peak_q = q;
+          a.peak_born = a.born.size();
+          a.peak_freed = a.freed.size();
+        }
       }
       auto drop = [&](BufferId b) {
         const std::int32_t l = b.value;
         if (next_use(l, q) != std::numeric_limits<std::int32_t>::max()) return;
         if (logical_[b.index()].resident < 0 && !seen_[b.index()]) return;
-        growth[in_.buffers[b.index()].device.index()] -= aligned(in_.buffers[b.index()].bytes());
+        const std::size_t d = in_.buffers[b.index()].device.index();
+        growth[d] -= aligned(in_.buffers[b.index()].bytes());
+        Ahead& a = ahead[d];
+        if (seen_[b.index()]) {
+          death_[b.index()] = q;
+          a.events.push_back({Ahead::Event::died, l});
+        } else {
+          a.freed.push_back(logical_[b.index()].resident);
+          a.events.push_back({Ahead::Event::freed, logical_[b.index()].resident});
+        }
       };
       for (BufferId b : t.reads) drop(b);
       if (t.writes.valid() && std::find(t.reads.begin(), t.reads.end(), t.writes) == t.reads.end()) drop(t.writes);
@@ -706,11 +865,29 @@ class Planner {
   std::vector<std::int64_t> host_only_;  // per device: buffers whose data is only in host memory now
   std::vector<char> seen_;               // prefetch's scratch: buffers first written in its walk
   std::vector<std::int32_t> seen_list_;  // those marked in seen_
+  std::vector<std::int32_t> death_;      // prefetch's scratch: where a buffer it saw written dies
+  std::vector<std::int64_t> dry_offset_;  // prefetch's dry run: where it placed a buffer written ahead
+  std::vector<std::int64_t> runs_, items_;  // room_ahead's scratch
 };
 
 }  // namespace
 
 MemoryPlan plan_memory(const TaskGraph& tg, const MemoryPlanOptions& options) { return Planner(tg, options).run(); }
+
+std::string_view to_string(PrefetchRoom r) {
+  switch (r) {
+    case PrefetchRoom::one_range: return "one-range";
+    case PrefetchRoom::packed: return "packed";
+    case PrefetchRoom::dry_run: return "dry-run";
+  }
+  return "?";
+}
+
+PrefetchRoom parse_prefetch_room(std::string_view text) {
+  for (PrefetchRoom r : kPrefetchRooms)
+    if (text == to_string(r)) return r;
+  fail("unknown prefetch rule '", text, "' (one-range, packed, dry-run)");
+}
 
 // A load whose buffer's first user is a kernel or an evict of its device goes just
 // before that user, not where the planner emitted it: with synchronous transfers, loading

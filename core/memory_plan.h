@@ -26,8 +26,9 @@
 //   - after each task, buffers in host memory that the next tasks read (up to 8,192 ahead,
 //     in order of use) are loaded into free ranges while the device keeps free the growth
 //     of its live bytes up to each reader plus the largest buffer written before it, and
-//     one free range as large as that (prefetch: the load waits only for what freed its range and
-//     overlaps the computation before its reader).
+//     room for the buffers written before the reader by one of three rules (PrefetchRoom)
+//     (prefetch: the load waits only for what freed its range and overlaps the
+//     computation before its reader).
 // Dependencies, only those memory safety needs: every task that writes a buffer depends
 // on every task that used the buffers that held its range before (their readers, writers
 // and evicts); a load on the task that wrote its host copy; an evict on the writers of
@@ -55,11 +56,29 @@ namespace tessel {
 
 inline constexpr std::int64_t kMemoryAlignment = 64;  // every planned buffer's offset and size
 
+// What room a prefetched load must leave for the buffers first written before its reader
+// (with their growth G of the live bytes and the largest of them, L, looked at up to the
+// reader in the reference order; the free bytes must hold the load, G and L in every rule):
+//   one_range  one free range of at least G + L once the load's range is taken;
+//   packed     the buffers live when G peaks, and one more of size L, packed largest first
+//              into the free runs (today's free ranges, less the load's, joined with those
+//              of the resident buffers dead by then): they need not share one range;
+//   dry_run    the planner's own placement replayed on a copy of the device's memory up to
+//              the reader (each buffer written placed as it would be, each dead one freed):
+//              every one fits, and a free range of L is left after each.
+// No rule is best everywhere (core/memory_plan.cc has the measurements): a caller with a
+// simulator may plan with each and keep the fastest (`tessel simulate --prefetch fastest`).
+enum class PrefetchRoom : std::uint8_t { one_range, packed, dry_run };
+inline constexpr PrefetchRoom kPrefetchRooms[] = {PrefetchRoom::one_range, PrefetchRoom::packed, PrefetchRoom::dry_run};
+[[nodiscard]] std::string_view to_string(PrefetchRoom r);  // one-range, packed, dry-run
+[[nodiscard]] PrefetchRoom parse_prefetch_room(std::string_view text);  // Error naming the text
+
 struct MemoryPlanOptions {
   std::vector<std::int64_t> capacity_bytes;  // per device of the task graph
   std::vector<std::int32_t> host_of;         // per device: its host (empty: all on host 0)
   std::vector<std::int64_t> host_capacity_bytes;  // per host; 0 or missing: unchecked
   std::string host_capacity_source = "its memory_capacity_bytes";  // what the error calls that capacity
+  PrefetchRoom prefetch = PrefetchRoom::one_range;
 };
 
 struct MemoryPlanStats {

@@ -73,6 +73,7 @@ struct Opts {
   std::string trace_devices;
   std::string machine_out;
   std::string memory_cap;
+  std::string prefetch = "fastest";
   bool json_out = false;
   bool expand_collectives = false;
   bool no_symmetry = false;
@@ -237,15 +238,24 @@ void run_simulate(const Opts& o) {
   // --memory-cap: the uncapped run first (for the slowdown), then the capped graph.
   std::optional<MemoryCapped> capped;
   std::optional<sim::SimResult> uncapped;
+  std::optional<sim::SimResult> capped_result;
+  if (o.memory_cap.empty() && o.prefetch != "fastest") fail("--prefetch applies with --memory-cap only");
   if (!o.memory_cap.empty()) {
     if (collective) fail("--memory-cap applies to task graphs (-w, -g, --task-graph), not to --collective");
     if (so.policy == sim::Policy::bsp)
       fail("--memory-cap needs --policy async: evicts and loads are placed where memory frees, not in bsp phases");
     uncapped = sim::simulate(tg, m, so);
-    capped = cap_memory(tg, o.memory_cap, &m);
+    std::optional<sim::SimResult> fastest;  // the fastest capped run so far, not simulated again
+    capped = cap_memory(tg, o.memory_cap, &m, o.prefetch, [&](const TaskGraph& planned) {
+      sim::SimResult run = sim::simulate(planned, m, so);
+      const double s = run.makespan_s;
+      if (!fastest || s < fastest->makespan_s) fastest = std::move(run);
+      return s;
+    });
     tg = std::move(capped->graph);
+    if (fastest) capped_result = std::move(fastest);
   }
-  sim::SimResult r = sim::simulate(tg, m, so);
+  sim::SimResult r = capped_result ? std::move(*capped_result) : sim::simulate(tg, m, so);
   // Files only once the command has succeeded: a failing command leaves none behind.
   if (!o.trace.empty()) {
     std::ostringstream os;
@@ -399,6 +409,7 @@ void add_sim_commands(CLI::App& app) {
                   "with --trace: write only these devices' spans, e.g. 0-7,64 (numbers and inclusive ranges)");
   cmd->add_option("--write-machine", o->machine_out, "write the machine used as JSON");
   add_memory_cap_option(*cmd, o->memory_cap);
+  add_prefetch_option(*cmd, o->prefetch);
   cmd->add_flag("--json", o->json_out, "machine-readable output");
   cmd->footer(
       "Examples:\n"

@@ -24,6 +24,13 @@ void add_memory_cap_option(CLI::App& cmd, std::string& text) {
       });
 }
 
+void add_prefetch_option(CLI::App& cmd, std::string& text) {
+  cmd.add_option("--prefetch", text,
+                 "with --memory-cap: the room a prefetched load leaves for the buffers ahead: one-range, packed, "
+                 "dry-run, or fastest (plans with each, keeps the one that simulates fastest)")
+      ->check(CLI::IsMember({"one-range", "packed", "dry-run", "fastest"}));
+}
+
 namespace {
 
 std::int64_t physical_memory_bytes() {
@@ -33,7 +40,8 @@ std::int64_t physical_memory_bytes() {
 
 }  // namespace
 
-MemoryCapped cap_memory(const TaskGraph& tg, const std::string& text, const Machine* machine) {
+MemoryCapped cap_memory(const TaskGraph& tg, const std::string& text, const Machine* machine, const std::string& prefetch,
+                        const std::function<double(const TaskGraph&)>& makespan_of) {
   const MemoryCap cap = parse_memory_cap(text, "--memory-cap");
   MemoryCapped out;
   out.cap_bytes = cap.bytes_for(order_peak_bytes(tg));
@@ -46,15 +54,34 @@ MemoryCapped cap_memory(const TaskGraph& tg, const std::string& text, const Mach
     po.host_capacity_bytes = {physical_memory_bytes()};
     po.host_capacity_source = "this machine's physical memory";
   }
-  MemoryPlan plan = plan_memory(tg, po);
-  out.graph = std::move(plan.graph);
-  out.stats = std::move(plan.stats);
+  if (prefetch != "fastest") {
+    po.prefetch = parse_prefetch_room(prefetch);
+    MemoryPlan plan = plan_memory(tg, po);
+    out.graph = std::move(plan.graph);
+    out.stats = std::move(plan.stats);
+    out.prefetch = po.prefetch;
+    return out;
+  }
+  if (!makespan_of) fail("--prefetch fastest needs a simulation of each plan (simulate)");
+  double best = 0;
+  for (PrefetchRoom r : kPrefetchRooms) {
+    po.prefetch = r;
+    MemoryPlan plan = plan_memory(tg, po);
+    const double s = makespan_of(plan.graph);
+    out.tried.emplace_back(r, s);
+    if (out.tried.size() == 1 || s < best) {
+      best = s;
+      out.graph = std::move(plan.graph);
+      out.stats = std::move(plan.stats);
+      out.prefetch = r;
+    }
+  }
   return out;
 }
 
 nlohmann::json memory_cap_json(const MemoryCapped& c) {
   const MemoryPlanStats& s = c.stats;
-  return {{"memory_cap_bytes", c.cap_bytes},
+  nlohmann::json j = {{"memory_cap_bytes", c.cap_bytes},
           {"uncapped_peak_bytes", s.uncapped_peak_bytes},
           {"planned_peak_bytes", s.planned_peak_bytes},
           {"evicts", s.evicts},
@@ -63,7 +90,14 @@ nlohmann::json memory_cap_json(const MemoryCapped& c) {
           {"host_inputs", s.host_inputs},
           {"bytes_evicted", s.bytes_evicted},
           {"bytes_loaded", s.bytes_loaded},
-          {"host_bytes", s.host_bytes}};
+          {"host_bytes", s.host_bytes},
+          {"prefetch", std::string(to_string(c.prefetch))}};
+  if (!c.tried.empty()) {
+    nlohmann::json t = nlohmann::json::object();
+    for (const auto& [r, s] : c.tried) t[std::string(to_string(r))] = s;
+    j["prefetch_makespan_s"] = t;
+  }
+  return j;
 }
 
 void print_memory_cap(const MemoryCapped& c) {
@@ -79,6 +113,11 @@ void print_memory_cap(const MemoryCapped& c) {
               human_bytes(static_cast<double>(s.bytes_evicted)).c_str(), static_cast<long long>(s.loads),
               human_bytes(static_cast<double>(s.bytes_loaded)).c_str(), static_cast<long long>(s.drops),
               static_cast<long long>(s.host_inputs));
+  std::printf("  prefetch      %s", std::string(to_string(c.prefetch)).c_str());
+  for (std::size_t i = 0; i < c.tried.size(); ++i)
+    std::printf("%s%s %.4g ms", i == 0 ? " (the fastest of " : ", ", std::string(to_string(c.tried[i].first)).c_str(),
+                c.tried[i].second * 1e3);
+  std::printf("%s\n", c.tried.empty() ? "" : ")");
 }
 
 }  // namespace tessel::cli

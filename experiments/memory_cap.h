@@ -3,7 +3,10 @@
 // by core's plan_memory() (evicts and loads) so that no device holds more than the cap.
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -15,21 +18,33 @@
 namespace tessel::cli {
 
 void add_memory_cap_option(CLI::App& cmd, std::string& text);
+// --prefetch one-range|packed|dry-run|fastest (simulate): the prefetch rule of the memory
+// plan (PrefetchRoom, core/memory_plan.h); fastest, the default, plans with each and keeps
+// the one whose capped graph simulates fastest.
+void add_prefetch_option(CLI::App& cmd, std::string& text);
 
 struct MemoryCapped {
   TaskGraph graph;  // with evicts and loads
   MemoryPlanStats stats;
   std::vector<std::int64_t> cap_bytes;  // per device
+  PrefetchRoom prefetch = PrefetchRoom::one_range;  // the rule `graph` was planned with
+  // With "fastest": every rule and the makespan it simulated to, in kPrefetchRooms order.
+  std::vector<std::pair<PrefetchRoom, double>> tried;
 };
 
-// Plans `tg` under the cap `text` (parse_memory_cap). With a machine, its hosts' RAM
-// bounds what may be evicted (Host::memory_capacity_bytes); without one (an executor on
-// this machine), this machine's physical memory does. Errors name --memory-cap.
-[[nodiscard]] MemoryCapped cap_memory(const TaskGraph& tg, const std::string& text, const Machine* machine);
+// Plans `tg` under the cap `text` (parse_memory_cap) with the prefetch rule `prefetch`
+// ("one-range", "packed", "dry-run"), or with "fastest" with each rule, keeping the graph
+// for which `makespan_of` is least (the first in kPrefetchRooms order among equals).
+// With a machine, its hosts' RAM bounds what may be evicted (Host::memory_capacity_bytes);
+// without one (an executor on this machine), this machine's physical memory does.
+// Errors name --memory-cap (or --prefetch).
+[[nodiscard]] MemoryCapped cap_memory(const TaskGraph& tg, const std::string& text, const Machine* machine,
+                                      const std::string& prefetch = "one-range",
+                                      const std::function<double(const TaskGraph&)>& makespan_of = {});
 
 // memory_cap_bytes, uncapped_peak_bytes, planned_peak_bytes (per device; uncapped: tasks
 // one at a time in the planner's order), evicts, loads, drops, host_inputs, bytes_evicted, bytes_loaded,
-// host_bytes.
+// host_bytes, prefetch (the rule), and with "fastest" prefetch_makespan_s (rule → makespan).
 [[nodiscard]] nlohmann::json memory_cap_json(const MemoryCapped& c);
 
 // One line: the cap, the uncapped peak (largest device), evicts and loads with their bytes.

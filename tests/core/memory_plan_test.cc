@@ -179,21 +179,27 @@ TEST(MemoryPlan, NeverExceedsTheCapInAnyOrder) {
     std::int64_t hi = 0;
     for (std::int64_t p : order_peak_bytes(tg)) hi = std::max(hi, p);
     const std::int64_t cap = lo + static_cast<std::int64_t>(std::uniform_real_distribution<double>(0, 1)(rng) * static_cast<double>(std::max<std::int64_t>(0, hi - lo)));
-    const std::string what = spec + " on " + std::to_string(devices) + " devices, cap " + std::to_string(cap) + " (trial " + std::to_string(trial) + ")";
-    const MemoryPlan plan = plan_memory(tg, caps(tg, cap));
-    planned_with_evicts += plan.stats.evicts + plan.stats.loads > 0;
-    for (std::int64_t p : plan.stats.planned_peak_bytes) EXPECT_LE(p, cap) << what;
-    ASSERT_TRUE(cap_holds_in_random_orders(plan.graph, cap, rng, 20)) << what;
-    // The simulator (CPU workers, async) agrees, and its peak is that of its own timeline.
-    const sim::SimResult r = sim::simulate(plan.graph, machine_preset("cpu:" + std::to_string(devices)));
-    for (std::size_t d = 0; d < r.devices.size(); ++d) EXPECT_LE(r.devices[d].peak_memory_bytes, cap) << what;
-    const auto from_timeline = timeline_peak_bytes(plan.graph, r.timeline);
-    for (std::size_t d = 0; d < r.devices.size(); ++d) EXPECT_LE(from_timeline[d], r.devices[d].peak_memory_bytes) << what;
-    // Same outputs as the reference, run block by block in task order.
-    const runtime::TensorMap inputs = runtime::random_inputs(g, 7);
-    expect_same_outputs(runtime::BlockExecutor().run(g, plan.graph, inputs).outputs, runtime::evaluate_reference(g, inputs), what);
+    // Every prefetch rule: each decides where loads go, none may break the cap.
+    for (PrefetchRoom rule : kPrefetchRooms) {
+      const std::string what = spec + " on " + std::to_string(devices) + " devices, cap " + std::to_string(cap) +
+                               ", prefetch " + std::string(to_string(rule)) + " (trial " + std::to_string(trial) + ")";
+      MemoryPlanOptions o = caps(tg, cap);
+      o.prefetch = rule;
+      const MemoryPlan plan = plan_memory(tg, o);
+      planned_with_evicts += plan.stats.evicts + plan.stats.loads > 0;
+      for (std::int64_t p : plan.stats.planned_peak_bytes) EXPECT_LE(p, cap) << what;
+      ASSERT_TRUE(cap_holds_in_random_orders(plan.graph, cap, rng, 20)) << what;
+      // The simulator (CPU workers, async) agrees, and its peak is that of its own timeline.
+      const sim::SimResult r = sim::simulate(plan.graph, machine_preset("cpu:" + std::to_string(devices)));
+      for (std::size_t d = 0; d < r.devices.size(); ++d) EXPECT_LE(r.devices[d].peak_memory_bytes, cap) << what;
+      const auto from_timeline = timeline_peak_bytes(plan.graph, r.timeline);
+      for (std::size_t d = 0; d < r.devices.size(); ++d) EXPECT_LE(from_timeline[d], r.devices[d].peak_memory_bytes) << what;
+      // Same outputs as the reference, run block by block in task order.
+      const runtime::TensorMap inputs = runtime::random_inputs(g, 7);
+      expect_same_outputs(runtime::BlockExecutor().run(g, plan.graph, inputs).outputs, runtime::evaluate_reference(g, inputs), what);
+    }
   }
-  EXPECT_GE(planned_with_evicts, 30);  // the caps were tight enough to evict most of the time
+  EXPECT_GE(planned_with_evicts, 90);  // the caps were tight enough to evict most of the time
 }
 
 TEST(MemoryPlan, DeterministicAndUncappedIsUnchanged) {
@@ -409,6 +415,57 @@ TEST(MemoryPlan, ABufferTakesTheSmallestFreeRunAmongRangesFreedAlike) {
   EXPECT_LE(plan.stats.planned_peak_bytes.at(0), cap);
   Rng rng(5);
   ASSERT_TRUE(cap_holds_in_random_orders(plan.graph, cap, rng, 50));
+}
+
+// Where the free bytes are split in two runs by a live buffer, one_range refuses a
+// prefetch that packed and dry_run take: under a 12-unit cap, inputs x1 (5 units), k (1)
+// and x2 (5) fill memory (w, 2 units, starts on the host); t1 reads them and writes t
+// (1 unit, into the last unit), and x1 and x2 die, leaving two runs of 5 units around k.
+// w's reader comes after y1 and y2 (2 units each, live together): the growth ahead is 4
+// units and the largest new buffer 2, so one_range wants one run of 6 once w's 2 are
+// taken, and no run is that large; packed places y1, y2 and one more of 2 units in the
+// runs of 3 and 5 left, and dry_run places y1 and y2 by the planner's own rule with a run
+// of 2 left after each. So with one_range w's load waits for y1's writer; with the others
+// it comes right after t1. No rule evicts, and the cap holds in any order.
+TEST(MemoryPlan, PackedAndDryRunPrefetchIntoRunsThatOneRangeRefuses) {
+  constexpr std::int64_t kUnit = 6400;
+  sim::testing::TgBuilder b(1);
+  const BufferId x1 = b.input(0, 5 * kUnit);
+  const BufferId k = b.input(0, kUnit);
+  const BufferId x2 = b.input(0, 5 * kUnit);
+  const BufferId w = b.input(0, 2 * kUnit);
+  const BufferId t = b.compute(0, 1e6, 12 * kUnit, {x1, k, x2}, kUnit);
+  const BufferId y1 = b.compute(0, 1e6, 3 * kUnit, {k}, 2 * kUnit);
+  const BufferId y2 = b.compute(0, 1e6, 3 * kUnit, {k}, 2 * kUnit);
+  b.output(b.compute(0, 1e6, 7 * kUnit, {y1, y2, w, t}));
+  const TaskGraph& tg = b.graph();
+  const std::int64_t cap = 12 * kUnit;
+  for (PrefetchRoom rule : kPrefetchRooms) {
+    MemoryPlanOptions o = caps(tg, cap);
+    o.prefetch = rule;
+    const MemoryPlan plan = plan_memory(tg, o);
+    const std::string what(to_string(rule));
+    EXPECT_EQ(plan.stats.host_inputs, 1) << what;
+    EXPECT_EQ(plan.stats.loads, 1) << what;
+    EXPECT_EQ(plan.stats.evicts + plan.stats.drops, 0) << what;
+    std::size_t load = 0, y1_writer = 0;
+    for (std::size_t i = 0; i < plan.graph.tasks.size(); ++i) {
+      const Task& task = plan.graph.tasks[i];
+      if (task.kind == TaskKind::load) load = i;
+      if (task.kind == TaskKind::compute && task.writes == y1) y1_writer = i;
+    }
+    if (rule == PrefetchRoom::one_range) EXPECT_GT(load, y1_writer) << what;
+    else EXPECT_LT(load, y1_writer) << what;
+    EXPECT_LE(plan.stats.planned_peak_bytes.at(0), cap) << what;
+    Rng rng(17);
+    ASSERT_TRUE(cap_holds_in_random_orders(plan.graph, cap, rng, 50)) << what;
+  }
+}
+
+TEST(MemoryPlan, NamesPrefetchRules) {
+  for (PrefetchRoom r : kPrefetchRooms) EXPECT_EQ(parse_prefetch_room(to_string(r)), r);
+  EXPECT_EQ(to_string(PrefetchRoom::dry_run), "dry-run");
+  EXPECT_THROW((void)parse_prefetch_room("fastest"), Error);
 }
 
 TEST(MemoryPlan, ParsesCaps) {

@@ -29,6 +29,36 @@ TEST(MemoryCapCli, SimulateReportsPeakOffloadAndSlowdown) {
   EXPECT_GE(mc["slowdown"].get<double>(), 1.0);  // the same work plus copies, under fewer bytes
 }
 
+// --prefetch fastest (simulate's default) plans with every rule and keeps the fastest:
+// the makespan reported is the least of those it names; a rule given alone is the one
+// used, and its makespan is the one "fastest" recorded for it.
+TEST(MemoryCapCli, SimulateKeepsTheFastestPrefetchRule) {
+  const std::string cmd = "simulate -w llama-block:model=tiny -d 2 -m cpu:2 --memory-cap 50% --json";
+  auto r = tessel::testing::run_tessel(cmd);
+  ASSERT_EQ(r.status, 0) << r.output();
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& tried = j["memory_cap"]["prefetch_makespan_s"];
+  ASSERT_EQ(tried.size(), 3u) << tried.dump();
+  double least = 1e300;
+  for (const auto& [rule, s] : tried.items()) least = std::min(least, s.get<double>());
+  EXPECT_DOUBLE_EQ(j["makespan_s"].get<double>(), least);
+  const std::string chosen = j["memory_cap"]["prefetch"].get<std::string>();
+  EXPECT_DOUBLE_EQ(tried[chosen].get<double>(), least);
+  for (const char* rule : {"one-range", "packed", "dry-run"}) {
+    auto one = tessel::testing::run_tessel(cmd + " --prefetch " + rule);
+    ASSERT_EQ(one.status, 0) << one.output();
+    const auto jo = nlohmann::json::parse(one.out);
+    EXPECT_EQ(jo["memory_cap"]["prefetch"].get<std::string>(), rule);
+    EXPECT_FALSE(jo["memory_cap"].contains("prefetch_makespan_s"));
+    EXPECT_DOUBLE_EQ(jo["makespan_s"].get<double>(), tried[rule].get<double>()) << rule;
+  }
+  auto bad = tessel::testing::run_tessel(cmd + " --prefetch soonest");
+  EXPECT_EQ(bad.status, 2) << bad.output();
+  auto uncapped = tessel::testing::run_tessel("simulate -w llama-block:model=tiny -d 2 -m cpu:2 --prefetch packed");
+  EXPECT_EQ(uncapped.status, 1) << uncapped.output();
+  EXPECT_NE(uncapped.output().find("--memory-cap"), std::string::npos) << uncapped.output();
+}
+
 TEST(MemoryCapCli, RunComputesTheReferenceUnderTheCap) {
   auto r = tessel::testing::run_tessel("run -w llama-block:model=tiny -d 2 --memory-cap 0.5 --json");
   ASSERT_EQ(r.status, 0) << r.output();
