@@ -124,10 +124,11 @@ fi
   echo "binaries: $bin"
   [ -f "$bundle/BUNDLE.txt" ] && sed 's/^/bundle_/' "$bundle/BUNDLE.txt"
   echo "ld_library_path: ${LD_LIBRARY_PATH:-}"
-  for f in "$bin/libtessel_cuda.so" "$bin/tessel_gpu_tests"; do
+  for f in "$bin/tessel" "$bin/libtessel_cuda.so" "$bin/tessel_gpu_tests" "$bin/tessel_bench"; do
     [ -f "$f" ] && ldd "$f" 2>&1 | grep -E "not found|cublas|nvrtc|nccl" | sed "s|^|ldd_$(basename "$f"): |"
   done
 } >"$work/env.txt"
+grep "^ldd_.*not found" "$work/env.txt" | sed 's/^/WARNING: a library the binaries need is missing: /' >&2
 : >"$work/steps.txt"
 
 if has_stage build; then

@@ -34,8 +34,11 @@ def test_counts(folder):
 def main(out):
     env = {}
     gpus = []
+    missing = []  # ldd lines of libraries the binaries need that the loader did not find
     for line in open(os.path.join(out, "env.txt")):
         key, _, value = line.partition(": ")
+        if key.startswith("ldd_") and "not found" in value:
+            missing.append(line.strip())
         if key == "gpu":
             gpus.append(value.strip())
         else:
@@ -48,7 +51,8 @@ def main(out):
             steps.append({"step": parts[0], "exit_code": None if skipped else int(parts[1]), "skipped": skipped,
                           "seconds": int(parts[2])})
     summary = {"date_utc": env.get("date_utc"), "git_commit": env.get("git_commit"), "host": env.get("host"),
-               "gpus": gpus, "nvcc": env.get("nvcc"), "steps": steps,
+               "gpus": gpus, "nvcc": env.get("nvcc"), "binaries": env.get("binaries"),
+               "bundle_commit": env.get("bundle_commit"), "missing_libraries": missing, "steps": steps,
                "failed_steps": [s["step"] for s in steps if not s["skipped"] and s["exit_code"] != 0],
                "skipped_steps": [s["step"] for s in steps if s["skipped"]]}
 
@@ -112,6 +116,10 @@ def main(out):
     for g in gpus:
         p(f"  GPU  {g}")
     p(f"  nvcc {summary['nvcc']}")
+    p(f"  binaries {summary['binaries']}" + (f" (bundle of commit {summary['bundle_commit']})"
+                                             if summary["bundle_commit"] else ""))
+    for m in missing:
+        p(f"  MISSING LIBRARY: {m}")
     p(f"  steps: {len(steps)}, failed: {', '.join(summary['failed_steps']) or 'none'}")
     if summary["skipped_steps"]:
         p(f"  skipped (time budget spent; run them in another call, STAGES=...): {', '.join(summary['skipped_steps'])}")
