@@ -99,8 +99,9 @@ finish() {
 # does not find one, the first copy under the usual places is put on LD_LIBRARY_PATH.
 libdirs=()
 [ -d "$bundle/lib" ] && libdirs+=("$(cd "$bundle/lib" && pwd)")
+ld_cache=$(ldconfig -p 2>/dev/null)
 for lib in libcublas.so.13 libcublasLt.so.13 libnvrtc.so.13 libnccl.so.2; do
-  ldconfig -p 2>/dev/null | grep -q "$lib " && continue
+  [[ $ld_cache == *"$lib "* ]] && continue
   found=$(find /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda* /usr/lib /opt /usr/local/lib \
             -name "$lib" -print -quit 2>/dev/null)
   [ -n "$found" ] && libdirs+=("$(dirname "$found")")
