@@ -4,8 +4,12 @@
 # and ninja but none of tessel's other build dependencies (Boost, Eigen, nlohmann-json,
 # CLI11, GoogleTest, Google Benchmark, protobuf) and cannot download them, so it cannot
 # build tessel itself. Carry the folder with the call and gpu-validate.sh uses it:
-#   scripts/gpu-bundle.sh                      (here; minutes with ccache)
-#   device run: carry ["gpu-bundle"], command "scripts/gpu-validate.sh $OUT"
+#   scripts/gpu-bundle.sh       (here: a full build of five targets, ~15 minutes on two
+#                                 cores without ccache hits; start it early)
+#   device run 1: carry ["gpu-bundle"], timeout_s 600,
+#                 command: STAGES="test check" scripts/gpu-validate.sh "$OUT"
+#   device run 2: carry ["gpu-bundle"], timeout_s 600,
+#                 command: STAGES="calibrate bench compare" scripts/gpu-validate.sh "$OUT"
 # gpu-bundle/bin: tessel, libtessel_cuda.so, tessel_cuda_tests, tessel_gpu_tests,
 #   tessel_bench, stripped; built with -DTESSEL_NATIVE=OFF (the device's CPU is not this
 #   one) and -DTESSEL_MPI=OFF (no MPI there).
