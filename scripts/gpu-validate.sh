@@ -31,7 +31,8 @@
 # (found under /usr/local/cuda*, /usr/lib or a Python environment's nvidia/ packages).
 #
 # A device lease allows 10 minutes per command: every step runs under `timeout` within a
-# budget of ${BUDGET_S:-540} seconds from the start; a step the budget cannot hold is
+# budget of ${BUDGET_S:-540} seconds from the start, and at most ${STEP_S:-300} seconds
+# itself (a hang costs one step, not the call); a step the budget cannot hold is
 # recorded as skipped, and the summary is always written. STAGES="test check" in one call
 # and STAGES="calibrate bench compare" in a second (each about 5 minutes, estimated: never
 # yet run on a GPU). A failing step is recorded and the script goes on; it exits non-zero
@@ -66,11 +67,13 @@ step() {  # step NAME LOGFILE COMMAND...: runs within the time budget, records t
     echo "== $name SKIPPED: ${BUDGET_S:-540} s budget spent" >&2
     return 0
   fi
+  # A hung step (a stream waiting forever, say) ends at STEP_S, not with the whole budget.
+  [ $left -gt "${STEP_S:-300}" ] && left=${STEP_S:-300}
   local t0=$SECONDS
   echo "== $name ($(date -u +%H:%M:%S))" >&2
   timeout --kill-after=5 "$left" "$@" >"$log" 2>&1
   local rc=$?
-  [ $rc -eq 124 ] && echo "tessel gpu-validate: timed out after $left s (the budget left)" >>"$log"
+  [ $rc -eq 124 ] && echo "tessel gpu-validate: timed out after $left s (STEP_S or the budget left)" >>"$log"
   echo "$name $rc $((SECONDS - t0))" >>"$work/steps.txt"
   if [ $rc -ne 0 ]; then
     failed+=("$name")
