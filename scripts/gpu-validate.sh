@@ -51,7 +51,10 @@ bundle=${GPU_BUNDLE:-gpu-bundle}
 stages=${STAGES:-build test check calibrate bench compare}
 budget=${BUDGET_S:-540}
 bin=$build/bin
-[ -x "$bundle/bin/tessel" ] && bin=$bundle/bin
+if [ -f "$bundle/bin/tessel" ]; then
+  chmod +x "$bundle"/bin/* 2>/dev/null  # in case the copy to the GPU machine dropped the modes
+  bin=$bundle/bin
+fi
 bin=$(mkdir -p "$bin" && cd "$bin" && pwd)
 tessel=$bin/tessel
 python_ld=${LD_LIBRARY_PATH:-}  # Python (summary, plot) runs with the machine's own library path
@@ -140,7 +143,7 @@ if has_stage build; then
     echo "== build: using the carried bundle $bundle ($(grep '^commit' "$bundle/BUNDLE.txt" 2>/dev/null))" >&2
   else
     step build "$work/build.log" env BUILD_DIR="$build" \
-      CMAKE_ARGS="-DTESSEL_CUDA=ON ${CMAKE_ARGS:-}" scripts/build.sh
+      CMAKE_ARGS="-DTESSEL_CUDA=ON ${CMAKE_ARGS:-}" bash scripts/build.sh
   fi
 fi
 
@@ -192,7 +195,7 @@ if has_stage calibrate; then
   step "calibrate --overlap" "$work/calibrate-overlap.log" \
     bash -c "'$tessel' calibrate --backend cuda -d 1 --gpus 1 --overlap -o '$work/machine-overlap.json' --json > '$work/calibration-overlap.json'"
   step "plot overlap slowdown" "$work/plot-overlap.log" \
-    env LD_LIBRARY_PATH="$python_ld" plots/python.sh plots/overlap_slowdown.py "$work/calibration-overlap.json" "$work/overlap-slowdown.png"
+    env LD_LIBRARY_PATH="$python_ld" bash plots/python.sh plots/overlap_slowdown.py "$work/calibration-overlap.json" "$work/overlap-slowdown.png"
   # The LLaMA block and the chain on 4 virtual devices, async: simulated with the published
   # defaults and with the measured rows, beside the measured run (issue 19's row set).
   for w in llama-block:model=tiny,seq=256 chain:size=2048; do
