@@ -7,9 +7,9 @@
 #   scripts/gpu-bundle.sh       (here: a full build of five targets, ~15 minutes on two
 #                                 cores without ccache hits; start it early)
 #   device run 1: carry ["gpu-bundle"], timeout_s 600,
-#                 command: STAGES="test check" scripts/gpu-validate.sh "$OUT"
+#                 command: STAGES="test check" bash scripts/gpu-validate.sh "$OUT"
 #   device run 2: carry ["gpu-bundle"], timeout_s 600,
-#                 command: STAGES="calibrate bench compare" scripts/gpu-validate.sh "$OUT"
+#                 command: STAGES="calibrate bench compare" bash scripts/gpu-validate.sh "$OUT"
 # gpu-bundle/bin: tessel, libtessel_cuda.so, tessel_cuda_tests, tessel_gpu_tests,
 #   tessel_bench, stripped; built with -DTESSEL_NATIVE=OFF (the device's CPU is not this
 #   one) and -DTESSEL_MPI=OFF (no MPI there).
