@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Validates the CUDA backend on a machine with a GPU, in one command:
 #   build      configures ${BUILD_DIR:-build-gpu} with -DTESSEL_CUDA=ON and builds
-#   test       ctest -L cuda (NVRTC, no device needed) and ctest -L gpu (the executor on the GPU)
+#   test       tessel_cuda_tests (ctest label cuda: NVRTC, no device needed) and
+#              tessel_gpu_tests (label gpu: the executor on the GPU), run directly
 #   check      tessel run --backend cuda for every built-in workload (f32, and bf16 where
 #              marked) on 1, 2 and 4 virtual devices of GPU 0 under async and bsp, each
 #              checked against the reference evaluator (tolerance by dtype); and three of
@@ -15,36 +16,106 @@
 #              virtual devices vs one cuBLAS GEMM; per-task overhead)
 #   compare    tessel compare --backend cuda over mid-sized workloads on 4 virtual devices,
 #              with the 4-device calibration: MAPE and the ranking check
-# Everything lands in the output folder (first argument, or $OUT, or out/gpu-validate):
-# one log / JSON per step, summary.json (every figure) and summary.txt (device, driver,
-# date, every figure), printed last. STAGES="build test check" runs a subset (a device
-# lease allows 10 minutes per command: build+test+check in one call, calibrate+bench+compare
-# in a second, if one is not enough). A failing step is recorded and the script goes on;
-# it exits non-zero when any step failed.
+# Everything lands in a work folder (${GPU_VALIDATE_WORK:-out/gpu-validate-work}, emptied
+# first): one log / JSON per step, summary.json (every figure) and summary.txt (device,
+# driver, date, every figure), printed last. The output folder (first argument, or $OUT,
+# or out/gpu-validate) receives only summary.txt, summary.json, env.txt, steps.txt,
+# failed.txt and gpu-validate.tar.gz (the whole work folder): a device lease brings back
+# at most 8 files from $OUT.
+#
+# A lent GPU machine has no network, and its image is described as holding CUDA 13, CMake,
+# ninja and PyTorch but none of Boost, Eigen, nlohmann-json, CLI11, GoogleTest, Google
+# Benchmark or protobuf (not yet seen: check env.txt), so tessel cannot be built there:
+# run scripts/gpu-bundle.sh on the machine you work on first and carry gpu-bundle/ with
+# the call; its binaries replace the build stage. cuBLAS, NVRTC and NCCL are taken from the machine
+# (found under /usr/local/cuda*, /usr/lib or a Python environment's nvidia/ packages).
+#
+# A device lease allows 10 minutes per command: every step runs under `timeout` within a
+# budget of ${BUDGET_S:-540} seconds from the start, and at most ${STEP_S:-300} seconds
+# itself (a hang costs one step, not the call); a step the budget cannot hold is
+# recorded as skipped, and the summary is always written. STAGES="test check" in one call
+# and STAGES="calibrate bench compare" in a second (each about 5 minutes, estimated: never
+# yet run on a GPU). A failing step is recorded and the script goes on; it exits non-zero
+# when any step failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-${OUT:-out/gpu-validate}}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
+work=${GPU_VALIDATE_WORK:-out/gpu-validate-work}
+rm -rf "$work"
+mkdir -p "$work"
+work=$(cd "$work" && pwd)
 build=${BUILD_DIR:-build-gpu}
+bundle=${GPU_BUNDLE:-gpu-bundle}
 stages=${STAGES:-build test check calibrate bench compare}
-tessel=$build/bin/tessel
+budget=${BUDGET_S:-540}
+bin=$build/bin
+if [ -f "$bundle/bin/tessel" ]; then
+  chmod +x "$bundle"/bin/* 2>/dev/null  # in case the copy to the GPU machine dropped the modes
+  bin=$bundle/bin
+fi
+bin=$(mkdir -p "$bin" && cd "$bin" && pwd)
+tessel=$bin/tessel
+python_ld=${LD_LIBRARY_PATH:-}  # Python (summary, plot) runs with the machine's own library path
 failed=()
 has_stage() { [[ " $stages " == *" $1 "* ]]; }
-step() {  # step NAME LOGFILE COMMAND...: runs, records the exit status
+step() {  # step NAME LOGFILE COMMAND...: runs within the time budget, records the exit status
   local name=$1 log=$2
   shift 2
+  local left=$((budget - SECONDS - 15))
+  if [ $left -lt 20 ]; then
+    echo "$name skipped 0" >>"$work/steps.txt"
+    failed+=("$name (skipped: time budget)")
+    echo "== $name SKIPPED: ${BUDGET_S:-540} s budget spent" >&2
+    return 0
+  fi
+  # A hung step (a stream waiting forever, say) ends at STEP_S, not with the whole budget.
+  [ $left -gt "${STEP_S:-300}" ] && left=${STEP_S:-300}
   local t0=$SECONDS
   echo "== $name ($(date -u +%H:%M:%S))" >&2
-  "$@" >"$log" 2>&1
+  timeout --kill-after=5 "$left" "$@" >"$log" 2>&1
   local rc=$?
-  echo "$name $rc $((SECONDS - t0))" >>"$out/steps.txt"
+  [ $rc -eq 124 ] && echo "tessel gpu-validate: timed out after $left s (STEP_S or the budget left)" >>"$log"
+  echo "$name $rc $((SECONDS - t0))" >>"$work/steps.txt"
   if [ $rc -ne 0 ]; then
     failed+=("$name")
     echo "   $name FAILED (exit $rc): $(tail -n 3 "$log" | tr '\n' ' ')" >&2
   fi
   return 0
 }
+finish() {
+  printf '%s\n' "${failed[@]:-}" >"$work/failed.txt"
+  if command -v python3 >/dev/null; then
+    LD_LIBRARY_PATH=$python_ld python3 scripts/gpu_validate_summary.py "$work" >"$work/summary.txt" 2>"$work/summary.err" ||
+      echo "summary failed: $(cat "$work/summary.err")" >>"$work/summary.txt"
+  else
+    echo "python3 not found: no summary; see the JSON files in gpu-validate.tar.gz" >"$work/summary.txt"
+  fi
+  if [ "$out" != "$work" ]; then
+    for f in summary.txt summary.json env.txt steps.txt failed.txt; do
+      [ -f "$work/$f" ] && cp "$work/$f" "$out/"
+    done
+    tar -czf "$out/gpu-validate.tar.gz" -C "$work" .
+  fi
+  cat "$work/summary.txt"
+}
+
+# The CUDA libraries the binaries load (cuBLAS, cuBLASLt, NVRTC, NCCL): where the loader
+# does not find one, the first copy under the usual places is put on LD_LIBRARY_PATH.
+libdirs=()
+[ -d "$bundle/lib" ] && libdirs+=("$(cd "$bundle/lib" && pwd)")
+ld_cache=$(ldconfig -p 2>/dev/null)
+for lib in libcublas.so.13 libcublasLt.so.13 libnvrtc.so.13 libnccl.so.2; do
+  [[ $ld_cache == *"$lib "* ]] && continue
+  found=$(find /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda* /usr/lib /opt /usr/local/lib \
+            -name "$lib" -print -quit 2>/dev/null)
+  [ -n "$found" ] && libdirs+=("$(dirname "$found")")
+done
+if [ ${#libdirs[@]} -gt 0 ]; then
+  LD_LIBRARY_PATH=$(IFS=:; echo "${libdirs[*]}")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export LD_LIBRARY_PATH
+fi
 
 {
   echo "date_utc: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -57,31 +128,49 @@ step() {  # step NAME LOGFILE COMMAND...: runs, records the exit status
     echo "gpu: nvidia-smi not found"
   fi
   echo "nvcc: $(command -v nvcc >/dev/null && nvcc --version | tail -n 2 | head -n 1 || echo none)"
-} >"$out/env.txt"
-: >"$out/steps.txt"
+  echo "binaries: $bin"
+  [ -f "$bundle/BUNDLE.txt" ] && sed 's/^/bundle_/' "$bundle/BUNDLE.txt"
+  echo "ld_library_path: ${LD_LIBRARY_PATH:-}"
+  for f in "$bin/tessel" "$bin/libtessel_cuda.so" "$bin/tessel_gpu_tests" "$bin/tessel_bench"; do
+    [ -f "$f" ] && ldd "$f" 2>&1 | grep -E "not found|cublas|nvrtc|nccl" | sed "s|^|ldd_$(basename "$f"): |"
+  done
+} >"$work/env.txt"
+grep "^ldd_.*not found" "$work/env.txt" | sed 's/^/WARNING: a library the binaries need is missing: /' >&2
+: >"$work/steps.txt"
 
 if has_stage build; then
-  step build "$out/build.log" env BUILD_DIR="$build" \
-    CMAKE_ARGS="-DTESSEL_CUDA=ON ${CMAKE_ARGS:-}" scripts/build.sh
+  if [ "$bin" = "$(cd "$bundle/bin" 2>/dev/null && pwd)" ]; then
+    echo "== build: using the carried bundle $bundle ($(grep '^commit' "$bundle/BUNDLE.txt" 2>/dev/null))" >&2
+  else
+    step build "$work/build.log" env BUILD_DIR="$build" \
+      CMAKE_ARGS="-DTESSEL_CUDA=ON ${CMAKE_ARGS:-}" bash scripts/build.sh
+  fi
 fi
 
 if has_stage test; then
-  step ctest-cuda "$out/ctest-cuda.log" \
-    ctest --test-dir "$build" -L cuda --output-on-failure --output-junit "$out/ctest-cuda.xml"
-  step ctest-gpu "$out/ctest-gpu.log" \
-    ctest --test-dir "$build" -L gpu --output-on-failure --output-junit "$out/ctest-gpu.xml"
+  # The test binaries themselves, not ctest: a carried bundle has no CTest files. The GPU
+  # tests run one process per test, as ctest would: an asynchronous fault (an illegal
+  # address, say) leaves the process's CUDA context unusable, and would fail every later
+  # test of the same process.
+  mkdir -p "$work/test-cuda" "$work/test-gpu"
+  step test-cuda "$work/test-cuda/all.log" "$bin/tessel_cuda_tests" --gtest_output="xml:$work/test-cuda/all.xml"
+  for t in $("$bin/tessel_gpu_tests" --gtest_list_tests 2>/dev/null |
+             awk '/^[^ ]/ {suite = $1} /^  / {print suite $1}'); do
+    step "test-gpu $t" "$work/test-gpu/$t.log" "$bin/tessel_gpu_tests" --gtest_filter="$t" \
+      --gtest_output="xml:$work/test-gpu/$t.xml"
+  done
 fi
 
 if has_stage check; then
-  mkdir -p "$out/runs"
+  mkdir -p "$work/runs"
   # Default sizes: the reference evaluator (one CPU thread, doubles, no BLAS) checks each.
   for w in chain chain-sum chain-sum:skewed=1 ffn llama-block:model=tiny \
            chain:dtype=bf16 ffn:dtype=bf16 llama-block:model=tiny,dtype=bf16 ffn:dtype=f16; do
     for d in 1 2 4; do
       for p in async bsp; do
         name="$(echo "$w" | tr ':,=' '___')-d$d-$p"
-        step "run $w -d $d $p" "$out/runs/$name.log" \
-          bash -c "'$tessel' run -w '$w' -d $d --backend cuda --gpus 1 --policy $p --repeat 3 --json > '$out/runs/$name.json'"
+        step "run $w -d $d $p" "$work/runs/$name.log" \
+          bash -c "'$tessel' run -w '$w' -d $d --backend cuda --gpus 1 --policy $p --repeat 3 --json > '$work/runs/$name.json'"
       done
     done
   done
@@ -91,8 +180,8 @@ if has_stage check; then
     for d in 1 2 4; do
       for c in 75 50; do
         name="$(echo "$w" | tr ':,=' '___')-d$d-async-cap$c"
-        step "run $w -d $d async --memory-cap $c%" "$out/runs/$name.log" \
-          bash -c "'$tessel' run -w '$w' -d $d --backend cuda --gpus 1 --policy async --memory-cap $c% --repeat 3 --json > '$out/runs/$name.json'"
+        step "run $w -d $d async --memory-cap $c%" "$work/runs/$name.log" \
+          bash -c "'$tessel' run -w '$w' -d $d --backend cuda --gpus 1 --policy async --memory-cap $c% --repeat 3 --json > '$work/runs/$name.json'"
       done
     done
   done
@@ -100,32 +189,36 @@ fi
 
 if has_stage calibrate; then
   for d in 1 4; do
-    step "calibrate -d $d" "$out/calibrate-$d.log" \
-      bash -c "'$tessel' calibrate --backend cuda -d $d --gpus 1 -o '$out/machine-cuda-$d.json' --json > '$out/calibration-$d.json'"
+    step "calibrate -d $d" "$work/calibrate-$d.log" \
+      bash -c "'$tessel' calibrate --backend cuda -d $d --gpus 1 -o '$work/machine-cuda-$d.json' --json > '$work/calibration-$d.json'"
   done
-  step "calibrate --overlap" "$out/calibrate-overlap.log" \
-    bash -c "'$tessel' calibrate --backend cuda -d 1 --gpus 1 --overlap -o '$out/machine-overlap.json' --json > '$out/calibration-overlap.json'"
-  step "plot overlap slowdown" "$out/plot-overlap.log" \
-    plots/python.sh plots/overlap_slowdown.py "$out/calibration-overlap.json" "$out/overlap-slowdown.png"
+  step "calibrate --overlap" "$work/calibrate-overlap.log" \
+    bash -c "'$tessel' calibrate --backend cuda -d 1 --gpus 1 --overlap -o '$work/machine-overlap.json' --json > '$work/calibration-overlap.json'"
+  step "plot overlap slowdown" "$work/plot-overlap.log" \
+    env LD_LIBRARY_PATH="$python_ld" bash plots/python.sh plots/overlap_slowdown.py "$work/calibration-overlap.json" "$work/overlap-slowdown.png"
   # The LLaMA block and the chain on 4 virtual devices, async: simulated with the published
   # defaults and with the measured rows, beside the measured run (issue 19's row set).
   for w in llama-block:model=tiny,seq=256 chain:size=2048; do
     name=$(echo "$w" | tr ':,=' '___')
-    step "overlap rows $w" "$out/overlap-$name.log" \
-      bash -c "'$tessel' simulate -w '$w' -d 4 -s eindecomp -m '$out/machine-overlap.json' --json > '$out/overlap-$name-measured.json' &&
+    step "overlap rows $w" "$work/overlap-$name.log" \
+      bash -c "'$tessel' simulate -w '$w' -d 4 -s eindecomp -m '$work/machine-overlap.json' --json > '$work/overlap-$name-measured.json' &&
                '$tessel' compare -w '$w' -d 4 --backend cuda --gpus 1 -s eindecomp --policy async --repeat 5 \
-                 -m '$out/machine-overlap.json' --json > '$out/overlap-$name-compare.json'"
+                 -m '$work/machine-overlap.json' --json > '$work/overlap-$name-compare.json'"
   done
 fi
 
 if has_stage bench; then
-  step bench "$out/bench.log" \
-    "$build/bin/tessel_bench" --benchmark_filter=Cuda --benchmark_format=json --benchmark_out="$out/bench.json"
+  step bench "$work/bench.log" \
+    "$bin/tessel_bench" --benchmark_filter=Cuda --benchmark_format=json --benchmark_out="$work/bench.json"
 fi
 
 if has_stage compare; then
-  mkdir -p "$out/compare"
-  machine="$out/machine-cuda-4.json"
+  mkdir -p "$work/compare"
+  machine="$work/machine-cuda-4.json"
+  # compare without -m would calibrate in every call: calibrate once here when the
+  # calibrate stage did not run in this call.
+  [ -f "$machine" ] || step "calibrate -d 4" "$work/calibrate-4.log" \
+    bash -c "'$tessel' calibrate --backend cuda -d 4 --gpus 1 -o '$machine' --json > '$work/calibration-4.json'"
   margs=()
   [ -f "$machine" ] && margs=(-m "$machine")
   # Sizes whose reference (one CPU thread, no BLAS: ~20-50 s for two 1024^3 products)
@@ -133,18 +226,11 @@ if has_stage compare; then
   for w in chain:size=1024 chain-sum:size=768 chain-sum:size=1000,skewed=1 ffn:tokens=512,dim=512,hidden=1024 \
            llama-block:model=tiny,seq=256 llama-block:model=tiny,seq=256,dtype=bf16; do
     name=$(echo "$w" | tr ':,=' '___')
-    step "compare $w" "$out/compare/$name.log" \
+    step "compare $w" "$work/compare/$name.log" \
       bash -c "'$tessel' compare -w '$w' -d 4 --backend cuda --gpus 1 -s eindecomp,data-parallel,megatron,sqrt-split \
-               --repeat 5 --warmup 1 ${margs[*]} --json > '$out/compare/$name.json'"
+               --repeat 5 --warmup 1 ${margs[*]} --json > '$work/compare/$name.json'"
   done
 fi
 
-printf '%s\n' "${failed[@]:-}" >"$out/failed.txt"
-if command -v python3 >/dev/null; then
-  python3 scripts/gpu_validate_summary.py "$out" >"$out/summary.txt" 2>"$out/summary.err" ||
-    echo "summary failed: $(cat "$out/summary.err")" >>"$out/summary.txt"
-else
-  echo "python3 not found: no summary; see the JSON files in $out" >"$out/summary.txt"
-fi
-cat "$out/summary.txt"
+finish
 [ ${#failed[@]} -eq 0 ]

@@ -5,6 +5,7 @@ import glob
 import json
 import os
 import sys
+import xml.etree.ElementTree as ET
 
 
 def load(path):
@@ -15,11 +16,29 @@ def load(path):
         return None
 
 
+def test_counts(folder):
+    """Counts over the GoogleTest XML reports (--gtest_output=xml) in `folder`, or None where there is none."""
+    cases = []
+    for path in sorted(glob.glob(os.path.join(folder, "*.xml"))):
+        try:
+            cases += list(ET.parse(path).getroot().iter("testcase"))
+        except (OSError, ET.ParseError):
+            continue
+    if not cases:
+        return None
+    failing = [f"{c.get('classname')}.{c.get('name')}" for c in cases if c.find("failure") is not None]
+    skipped = sum(1 for c in cases if c.find("skipped") is not None)
+    return {"tests": len(cases), "failures": len(failing), "skipped": skipped, "failing": failing}
+
+
 def main(out):
     env = {}
     gpus = []
+    missing = []  # ldd lines of libraries the binaries need that the loader did not find
     for line in open(os.path.join(out, "env.txt")):
         key, _, value = line.partition(": ")
+        if key.startswith("ldd_") and "not found" in value:
+            missing.append(line.strip())
         if key == "gpu":
             gpus.append(value.strip())
         else:
@@ -27,11 +46,17 @@ def main(out):
     steps = []
     for line in open(os.path.join(out, "steps.txt")):
         parts = line.rsplit(" ", 2)
-        if len(parts) == 3:
-            steps.append({"step": parts[0], "exit_code": int(parts[1]), "seconds": int(parts[2])})
+        if len(parts) == 3:  # "NAME EXIT SECONDS", or "NAME skipped 0" when the time budget ran out
+            skipped = not parts[1].isdigit()
+            steps.append({"step": parts[0], "exit_code": None if skipped else int(parts[1]), "skipped": skipped,
+                          "seconds": int(parts[2])})
     summary = {"date_utc": env.get("date_utc"), "git_commit": env.get("git_commit"), "host": env.get("host"),
-               "gpus": gpus, "nvcc": env.get("nvcc"), "steps": steps,
-               "failed_steps": [s["step"] for s in steps if s["exit_code"] != 0]}
+               "gpus": gpus, "nvcc": env.get("nvcc"), "binaries": env.get("binaries"),
+               "bundle_commit": env.get("bundle_commit"), "missing_libraries": missing, "steps": steps,
+               "failed_steps": [s["step"] for s in steps if not s["skipped"] and s["exit_code"] != 0],
+               "skipped_steps": [s["step"] for s in steps if s["skipped"]]}
+
+    summary["tests"] = {t: test_counts(os.path.join(out, t)) for t in ("test-cuda", "test-gpu")}
 
     runs = []
     for f in sorted(glob.glob(os.path.join(out, "runs", "*.json"))):
@@ -91,7 +116,18 @@ def main(out):
     for g in gpus:
         p(f"  GPU  {g}")
     p(f"  nvcc {summary['nvcc']}")
+    p(f"  binaries {summary['binaries']}" + (f" (bundle of commit {summary['bundle_commit']})"
+                                             if summary["bundle_commit"] else ""))
+    for m in missing:
+        p(f"  MISSING LIBRARY: {m}")
     p(f"  steps: {len(steps)}, failed: {', '.join(summary['failed_steps']) or 'none'}")
+    if summary["skipped_steps"]:
+        p(f"  skipped (time budget spent; run them in another call, STAGES=...): {', '.join(summary['skipped_steps'])}")
+    for t in ("test-cuda", "test-gpu"):
+        suite = summary["tests"][t]
+        if suite:
+            p(f"  {t}: {suite['tests']} tests, {suite['failures']} failed, {suite['skipped']} skipped"
+              + (f"; failing: {', '.join(suite['failing'])}" if suite["failing"] else ""))
     if runs:
         ok = sum(1 for r in runs if r.get("pass"))
         p(f"\ncorrectness (tessel run --backend cuda, virtual devices of GPU 0): {ok} of {len(runs)} pass")

@@ -291,6 +291,7 @@ struct CudaExecutor::State {
   std::vector<cudaLibrary_t> libraries;
   std::map<std::vector<int>, std::vector<ncclComm_t>> comms;  // by the GPUs of the logical devices
   std::set<std::pair<int, int>> peer_enabled;
+  std::set<std::pair<cudaKernel_t, int>> loaded;  // (kernel, gpu): loaded into that GPU's context
 
   ~State() {
     for (auto& [gpus_key, cs] : comms)
@@ -332,14 +333,29 @@ struct CudaExecutor::State {
     const std::string a = arch(gpu);
     const std::string key = ks.key + "@" + a;
     auto it = kernels.find(key);
-    if (it != kernels.end()) return it->second;
-    const cuda::CompiledKernel& compiled = cuda::compile_cached(ks, a);
-    cudaLibrary_t lib = nullptr;
-    TESSEL_CUDA_CHECK(cudaLibraryLoadData(&lib, compiled.image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
-    libraries.push_back(lib);
     cudaKernel_t k = nullptr;
-    TESSEL_CUDA_CHECK(cudaLibraryGetKernel(&k, lib, ks.name.c_str()));
-    kernels.emplace(key, k);
+    if (it != kernels.end()) {
+      k = it->second;
+    } else {
+      const cuda::CompiledKernel& compiled = cuda::compile_cached(ks, a);
+      cudaLibrary_t lib = nullptr;
+      TESSEL_CUDA_CHECK(cudaLibraryLoadData(&lib, compiled.image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+      libraries.push_back(lib);
+      TESSEL_CUDA_CHECK(cudaLibraryGetKernel(&k, lib, ks.name.c_str()));
+      kernels.emplace(key, k);
+    }
+    // Loaded into this GPU's context now, not lazily at its first launch inside the timed
+    // run (CUDA_MODULE_LOADING=LAZY is the default), and checked to launch with the block
+    // size the executor uses.
+    if (loaded.insert({k, gpu}).second) {
+      TESSEL_CUDA_CHECK(cudaSetDevice(gpu));
+      cudaFuncAttributes attr{};
+      TESSEL_CUDA_CHECK(cudaFuncGetAttributes(&attr, reinterpret_cast<const void*>(k)));
+      if (attr.maxThreadsPerBlock < ks.block_threads)
+        fail("cuda executor: generated kernel ", ks.name, " launches with ", ks.block_threads,
+             " threads per block but GPU ", gpu, " allows ", attr.maxThreadsPerBlock, " (", attr.numRegs,
+             " registers per thread)");
+    }
     return k;
   }
 
@@ -677,8 +693,10 @@ class CudaRun {
       if (!ws) continue;
       DeviceContext& c = *ctx_[static_cast<std::size_t>(d)];
       TESSEL_CUDA_CHECK(cudaSetDevice(c.gpu));
-      TESSEL_CUBLAS_CHECK(cublasSetWorkspace(c.blas, ws, static_cast<std::size_t>(kCublasWorkspaceBytes)));
+      // Stream first: cublasSetStream resets the handle to cuBLAS's default workspace pool
+      // (cuBLAS documentation, cublasSetStream), which would drop the one set here.
       TESSEL_CUBLAS_CHECK(cublasSetStream(c.blas, c.compute));
+      TESSEL_CUBLAS_CHECK(cublasSetWorkspace(c.blas, ws, static_cast<std::size_t>(kCublasWorkspaceBytes)));
     }
   }
 
@@ -856,7 +874,15 @@ class CudaRun {
     const void* alpha = dt == DType::f64 ? static_cast<const void*>(&one_d) : static_cast<const void*>(&one_f);
     const void* beta = dt == DType::f64 ? static_cast<const void*>(&zero_d) : static_cast<const void*>(&zero_f);
     cublasHandle_t h = ctx(t.device).blas;
-    TESSEL_CUBLAS_CHECK(cublasSetStream(h, stream));
+    // The handle stays on the compute stream that plan_memory() set with the workspace:
+    // setting a stream again would reset the workspace to cuBLAS's default pool, which
+    // allocates on first use, inside the timed run.
+    cudaStream_t current = nullptr;
+    TESSEL_CUBLAS_CHECK(cublasGetStream(h, &current));
+    if (current != stream) {
+      TESSEL_CUBLAS_CHECK(cublasSetStream(h, stream));
+      TESSEL_CUBLAS_CHECK(cublasSetWorkspace(h, extra_ptr_[5 * d + 4], static_cast<std::size_t>(kCublasWorkspaceBytes)));
+    }
     TESSEL_CUBLAS_CHECK(cublasGemmStridedBatchedEx(h, op_b, op_a, n, m, k, alpha, b, cuda_type(dt), ld_b,
                                                    static_cast<long long>(p.k) * p.n, a, cuda_type(dt), ld_a,
                                                    static_cast<long long>(p.m) * p.k, beta, c_gemm, cuda_type(dt), n,
@@ -1061,6 +1087,12 @@ class CudaRun {
         }
       TESSEL_CUDA_CHECK(cudaEventRecord(e, first->compute));
       t0_[gpu] = e;
+    }
+    // Every other stream starts after the clock: streams run independently, so a task on
+    // another stream of the GPU could otherwise be timestamped before t0 (a negative start).
+    for (auto& [gpu, s] : streams) {
+      TESSEL_CUDA_CHECK(cudaSetDevice(gpu));
+      TESSEL_CUDA_CHECK(cudaStreamWaitEvent(s, t0_.at(gpu), 0));
     }
     std::int32_t phase = order.empty() ? 0 : bsp_phase(tg_.tasks[static_cast<std::size_t>(order.front())]);
     for (std::int32_t i : order) {
