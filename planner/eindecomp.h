@@ -105,9 +105,15 @@ class DpCost {
 // to 5 M at w = 400 k and beyond (1,024 devices: about 8), and never fewer than three
 // simulations of the DP's plan (its own and two neighbours) however large the run.
 inline constexpr double kRefineWork = 5e6;
-inline constexpr double kRefineWorkSmall = 1e7;
+inline constexpr double kRefineWorkSmall = 1.4e7;
 inline constexpr double kRefineSmall = 2e5;
 inline constexpr double kRefineRuns = 3;
+// After the climb, the finishing step's budget on top of the above: kRefineFinish
+// simulations the size of the largest so far, at most kRefineFinishWork of work, over at
+// most kRefineFinishRounds einsums (simulated_best).
+inline constexpr double kRefineFinish = 3;
+inline constexpr double kRefineFinishWork = 2e6;
+inline constexpr int kRefineFinishRounds = 4;
 [[nodiscard]] double refine_budget(double dp_work);
 
 // `dp` refined by hill climbing on options.machine (flow, async): factor-of-two resplits
