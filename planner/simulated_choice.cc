@@ -232,6 +232,10 @@ Partitioning simulated_best(const Graph& g, const PlanOptions& o, const Partitio
       gained.insert(gained.begin(), pass[i]);
     }
   }
+  // The placement decided again for the plan the climb ended on: the other of round-robin
+  // with and without the spread (the climb kept the one faster for the DP's plan).
+  r.extend(kRefineFinish, kRefineFinishWork);
+  if (o.placement == "round-robin") (void)r.offer(r.best(), !r.best_spread());
   // Then, beyond the budget by kRefineFinish simulations (at most kRefineFinishWork): the einsum whose busiest
   // aggregation site sends the most has its partials aggregated into a finer partition,
   // one output index after another, the first that gains kept, for up to
@@ -241,7 +245,6 @@ Partitioning simulated_best(const Graph& g, const PlanOptions& o, const Partitio
   // the sends. The climb's resplits cannot reach it (each clears the aggregation
   // target), and on the LLaMA-65B block it was the largest single gain left: q's 256
   // sites on 1,024 devices (0.372 → 0.330 ms), k's and v's on 256.
-  r.extend(kRefineFinish, kRefineFinishWork);
   const auto consumers = g.consumers();
   for (int round = 0; round < kRefineFinishRounds && !r.spent(); ++round) {
     NodeId busiest;
