@@ -148,12 +148,7 @@ Partitioning simulated_best(const Graph& g, const PlanOptions& o, const Partitio
   // The batch split whole (data-parallel's plan), where the graph has a batch to split:
   // single-einsum moves cannot reach it from the DP's plan when that splits attention and
   // the FFN differently (each step alone adds a repartition), yet on one host at batch 2
-  // and 4 it is a few per cent faster. At batch 1 data-parallel splits the sequence
-  // instead, which on a small graph can be far faster than the DP's plan (the tiny LLaMA
-  // block on 8 H100s: 3.5 against 20.5 µs, all latency); it is tried there too while one
-  // simulation of the DP's plan is small (at most kRefineSmall of work, so never where a
-  // simulation is seconds) and as long as it lowers into at most twice the DP's plan's
-  // tasks. The climb goes on from the faster.
+  // and 4 it is a few per cent faster. The climb goes on from the faster of the two.
   bool batched = false;
   for (NodeId id : g.ids()) {
     const Node& n = g.node(id);
@@ -161,13 +156,13 @@ Partitioning simulated_best(const Graph& g, const PlanOptions& o, const Partitio
         n.shape[static_cast<std::size_t>(n.index_roles.batch)] >= 2)
       batched = true;
   }
-  if (batched || r.first_work() <= kRefineSmall) {
-    try {
-      (void)r.offer(make_data_parallel()->partition(g, o), r.best_spread(), batched ? 0 : 2 * r.first_tasks());
-    } catch (const Error&) {
-      // a graph data-parallel cannot split: the DP's plan alone
-    }
+  Partitioning data_parallel;
+  try {
+    data_parallel = make_data_parallel()->partition(g, o);
+  } catch (const Error&) {
+    // a graph data-parallel cannot split: the DP's plan alone
   }
+  if (batched && !data_parallel.join.empty()) (void)r.offer(data_parallel, r.best_spread());
   // Hill climbing: a factor of two moved from one index of an einsum to another (head and
   // sequence splits ×2 / ÷2 and the like), the faster plan kept (first improvement).
   // The fixed order: every pair of index positions (a, b) in turn, and for each every
@@ -236,6 +231,14 @@ Partitioning simulated_best(const Graph& g, const PlanOptions& o, const Partitio
   // with and without the spread (the climb kept the one faster for the DP's plan).
   r.extend(kRefineFinish, kRefineFinishWork);
   if (o.placement == "round-robin") (void)r.offer(r.best(), !r.best_spread());
+  // At batch 1 data-parallel splits the sequence instead, which on a small graph can be
+  // far faster than anything the climb reaches from the DP's plan (the tiny LLaMA block
+  // on 8 H100s: 3.5 against 20.5 µs, all latency). It is offered here, after the climb
+  // (so that the climb's path is the same whether or not it wins), while one simulation
+  // of the DP's plan is small (at most kRefineSmall of work, never where a simulation
+  // takes seconds) and as long as it lowers into at most twice the DP's plan's tasks.
+  if (!batched && !data_parallel.join.empty() && r.first_work() <= kRefineSmall)
+    (void)r.offer(data_parallel, false, 2 * r.first_tasks());
   // Then, beyond the budget by kRefineFinish simulations (at most kRefineFinishWork): the einsum whose busiest
   // aggregation site sends the most has its partials aggregated into a finer partition,
   // one output index after another, the first that gains kept, for up to
