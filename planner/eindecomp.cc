@@ -170,8 +170,11 @@ class EinDecomp final : public Strategy {
            "plan (or data-parallel's, where the graph has a batch to split and that is faster) is then refined on "
            "the machine: factor-of-two resplits of one einsum at a time (head and sequence splits x2 / /2 and the "
            "like), each lowered and simulated (flow, async), the fastest kept, within an amount of simulated work "
-           "that depends on the size of one simulation of the DP's plan, w tasks and events: 10 M while w <= 200 k, "
-           "falling as 1/w to 5 M at 400 k, never fewer than three simulations (deterministic, no clock)";
+           "that depends on the size of one simulation of the DP's plan, w tasks and events: 14 M while w <= 200 k, "
+           "falling as 1/w to 5 M at 560 k, never fewer than three simulations (deterministic, no clock); under "
+           "round-robin, nodes of fewer blocks than devices spread over all of them where faster; then, within up to "
+           "three simulations more, data-parallel's plan at batch 1 on a small graph where faster, and the einsum "
+           "whose busiest aggregation site sends the most aggregated into a finer partition";
   }
   Partitioning partition(const Graph& g, const PlanOptions& o) const override { return eindecomp_partition(g, o); }
 };

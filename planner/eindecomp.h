@@ -25,7 +25,10 @@
 //   refinement      with a machine (PlanOptions::refine), the DP's plan is refined by
 //                   simulation: hill climbing over factor-of-two resplits of one einsum
 //                   at a time, each lowered and simulated, within a fixed amount of
-//                   simulated work (simulated_best, simulated_choice.cc).
+//                   simulated work; under round-robin, the nodes of fewer blocks than
+//                   devices spread over all of them where that is faster; then the
+//                   partials of the einsum whose busiest aggregation site sends the most
+//                   aggregated into a finer partition (simulated_best, simulated_choice.cc).
 
 #include <memory>
 #include <string>
@@ -100,24 +103,40 @@ class DpCost {
 //   refine_budget(w) = max(kRefineRuns·w, clamp(kRefineWorkSmall·kRefineSmall / w,
 //                                               kRefineWork, kRefineWorkSmall))
 //
-// 10 M while w <= 200 k (LLaMA-65B block: 8 to 256 devices with resident weights, 8 and
-// 64 fetched; 45 to thousands of simulations of the DP plan's size), falling as 1/w
-// to 5 M at w = 400 k and beyond (1,024 devices: about 8), and never fewer than three
-// simulations of the DP's plan (its own and two neighbours) however large the run.
+// 14 M while w <= 200 k (LLaMA-65B block: 8 to 256 devices with resident weights, 8 and
+// 64 fetched; 60 to thousands of simulations of the DP plan's size), falling as 1/w
+// to 5 M at w = 560 k and beyond (1,024 devices: about 8), and never fewer than three
+// simulations of the DP's plan (its own and two neighbours) however large the run. The
+// climb is short of its optimum at 64 and 256 devices: 10 M left it 14.5% and 15.4%
+// behind `search` there (resident), 14 M with the finishing step below within 10%.
 inline constexpr double kRefineWork = 5e6;
-inline constexpr double kRefineWorkSmall = 1e7;
+inline constexpr double kRefineWorkSmall = 1.4e7;
 inline constexpr double kRefineSmall = 2e5;
 inline constexpr double kRefineRuns = 3;
+// After the climb, the finishing step's budget on top of the above: kRefineFinish
+// simulations the size of the largest so far, at most kRefineFinishWork of work, over at
+// most kRefineFinishRounds einsums (simulated_best).
+inline constexpr double kRefineFinish = 3;
+inline constexpr double kRefineFinishWork = 2e6;
+inline constexpr int kRefineFinishRounds = 4;
 [[nodiscard]] double refine_budget(double dp_work);
 
 // `dp` refined by hill climbing on options.machine (flow, async): factor-of-two resplits
 // of one einsum at a time, each placed under options.placement (weights made resident as
 // plan() does) and simulated, the fastest kept, until a pass gains nothing, the work
 // above is spent or options.cancel is set. Each pass tries first the moves that gained
-// in earlier passes (the latest first), then every other in a fixed order. Plans equal
-// once placed are simulated once; each simulation stops once it cannot beat the fastest
-// so far (sim::SimOptions::stop_after_s). `dp` itself when it cannot be simulated or
-// nothing is faster. (simulated_choice.cc)
+// in earlier passes (the latest first), then every other in a fixed order. Under
+// round-robin the DP's plan is also simulated with its nodes of fewer blocks than devices
+// spread over them (place()'s `spread`), the faster placement kept for the climb and
+// decided again for the plan it ends on. Then, on kRefineFinish more simulations (at
+// most kRefineFinishWork): data-parallel's plan at batch 1 while one simulation is small
+// (with a batch it is a start of the climb), and the einsum whose busiest aggregation
+// site sends the most aggregated into a partition twice as fine along one output index,
+// the first that gains, for up to kRefineFinishRounds einsums. Plans equal once placed
+// are simulated once; each simulation stops once it cannot beat the fastest so far
+// (sim::SimOptions::stop_after_s). `dp` itself when it cannot be simulated or nothing is
+// faster; where the result is spread, its devices are given (Partitioning::devices).
+// (simulated_choice.cc)
 [[nodiscard]] Partitioning simulated_best(const Graph& g, const PlanOptions& options, const Partitioning& dp);
 
 [[nodiscard]] std::unique_ptr<Strategy> make_eindecomp();

@@ -89,10 +89,29 @@ void place_leaves_at_first_reader(const Graph& g, Decomposition& d, const std::v
   }
 }
 
+// A node of fewer blocks than devices, B dividing n: block b on device b·n/B rather than
+// b, so that its blocks sit among the n-block nodes around it instead of on the first B
+// devices. On 1,024 devices a sequence of 1,000 takes 512 blocks: the RMSNorm's rsqrt
+// [1, 512] read the sums of blocks 2b and 2b + 1 (devices 2b, 2b + 1) from device b,
+// mostly on another host, and sent its result back across (two 14 µs hops on the
+// critical path, twice per block).
+void spread_small_nodes(const Graph& g, Decomposition& d, const std::vector<char>& placed) {
+  const std::int64_t n = d.num_devices;
+  for (NodeId id : g.ids()) {
+    const NodeKind kind = g.node(id).kind;
+    NodePlan& plan = d.nodes[id.index()];
+    const auto blocks = static_cast<std::int64_t>(plan.devices.size());
+    if (placed[id.index()] || kind == NodeKind::input || kind == NodeKind::fill || blocks >= n || n % blocks != 0)
+      continue;
+    for (std::int64_t b = 0; b < blocks; ++b)
+      plan.devices[static_cast<std::size_t>(b)] = DeviceId(static_cast<std::int32_t>(b * (n / blocks)));
+  }
+}
+
 }  // namespace
 
 Decomposition place(const Graph& g, const Partitioning& parts, int devices, std::string_view placement,
-                    double flops_per_byte) {
+                    double flops_per_byte, bool spread) {
   const std::vector<std::string> known = placement_names();
   if (std::find(known.begin(), known.end(), placement) == known.end()) {
     std::string names;
@@ -125,6 +144,7 @@ Decomposition place(const Graph& g, const Partitioning& parts, int devices, std:
       for (std::int64_t o = 0; o < plan.output->num_blocks(); ++o)
         plan.agg_devices.emplace_back(static_cast<std::int32_t>(o % devices));
     }
+    if (spread) spread_small_nodes(g, d, placed);
     place_leaves_at_first_reader(g, d, placed);
     d.validate(g);
     return d;

@@ -30,10 +30,13 @@ namespace tessel::planner {
 
 [[nodiscard]] std::vector<std::string> placement_names();
 
-// Error listing the known placements on an unknown name.
+// Error listing the known placements on an unknown name. `spread` (round-robin only): a
+// node of B < n blocks, B dividing n, puts block b on device b·n/B instead of b, among
+// the blocks of the n-block nodes around it rather than on the first B devices
+// (eindecomp's refinement tries it: eindecomp.h).
 struct Partitioning;
 [[nodiscard]] Decomposition place(const Graph& g, const Partitioning& parts, int devices,
-                                  std::string_view placement, double flops_per_byte = 1000);
+                                  std::string_view placement, double flops_per_byte = 1000, bool spread = false);
 
 // Devices that run no block of any einsum under `d` (empty when the graph has none).
 [[nodiscard]] std::vector<int> idle_devices(const Graph& g, const Decomposition& d);

@@ -336,6 +336,29 @@ TEST(Placement, InputsReadByAGroupAreSpreadOverIt) {
   }
 }
 
+// place(..., spread): under round-robin a node of B < n blocks, B dividing n, puts block
+// b on device b·n/B instead of b; a node of n blocks, a B that does not divide n, and the
+// other placements are as without it. The leaves follow their first reader as always.
+TEST(Placement, SpreadPutsSmallNodesAmongAllDevices) {
+  const auto [g, x, w, mm] = data_times_weight();
+  Partitioning p;
+  p.join = {{4, 1}, {1, 1}, {4, 1, 1}, {4, 1}};  // the matmul in 4 blocks on 8 devices
+  const Decomposition plain = place(g, p, 8, "round-robin");
+  const Decomposition spread = place(g, p, 8, "round-robin", 1000, true);
+  for (std::size_t b = 0; b < 4; ++b) {
+    EXPECT_EQ(plain.plan(mm).devices[b].value, static_cast<int>(b));
+    EXPECT_EQ(spread.plan(mm).devices[b].value, static_cast<int>(2 * b));
+    EXPECT_EQ(spread.plan(x).devices[b], spread.plan(mm).devices[b]);  // X's row block b starts at its reader
+  }
+  p.join = {{8, 1}, {1, 1}, {8, 1, 1}, {8, 1}};  // n blocks: nothing to spread
+  EXPECT_EQ(place(g, p, 8, "round-robin", 1000, true), place(g, p, 8, "round-robin"));
+  p.join = {{3, 1}, {1, 1}, {3, 1, 1}, {3, 1}};  // 3 does not divide 8
+  EXPECT_EQ(place(g, p, 8, "round-robin", 1000, true), place(g, p, 8, "round-robin"));
+  p.join = {{4, 1}, {1, 1}, {4, 1, 1}, {4, 1}};
+  for (const char* placement : {"greedy", "locality"})
+    EXPECT_EQ(place(g, p, 8, placement, 1000, true), place(g, p, 8, placement)) << placement;
+}
+
 TEST(Strategies, ResidentPlansAreDeterministic) {
   const Graph g = build_workload("llama-block:model=7b,batch=4");
   for (const char* s : {"data-parallel", "megatron", "eindecomp"})
