@@ -115,7 +115,8 @@ inline constexpr double kRefineSmall = 2e5;
 inline constexpr double kRefineRuns = 3;
 // After the climb, the finishing step's budget on top of the above: kRefineFinish
 // simulations the size of the largest so far, at most kRefineFinishWork of work, over at
-// most kRefineFinishRounds einsums (simulated_best).
+// most kRefineFinishRounds einsums (simulated_best); none where kRefineFinishWork does not
+// hold two simulations the size of the largest (1,024 devices with fetched weights, 8,192).
 inline constexpr double kRefineFinish = 3;
 inline constexpr double kRefineFinishWork = 2e6;
 inline constexpr int kRefineFinishRounds = 4;
