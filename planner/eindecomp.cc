@@ -172,9 +172,11 @@ class EinDecomp final : public Strategy {
            "like), each lowered and simulated (flow, async), the fastest kept, within an amount of simulated work "
            "that depends on the size of one simulation of the DP's plan, w tasks and events: 14 M while w <= 200 k, "
            "falling as 1/w to 5 M at 560 k, never fewer than three simulations (deterministic, no clock); under "
-           "round-robin, nodes of fewer blocks than devices spread over all of them where faster; then, within up to "
-           "three simulations more, data-parallel's plan at batch 1 on a small graph where faster, and the einsum "
-           "whose busiest aggregation site sends the most aggregated into a finer partition";
+           "round-robin, nodes of fewer blocks than devices spread over all of them where faster (tried first where "
+           "the budget holds at least five simulations, and again for the plan the climb ends on); then, on what "
+           "is left of the budget plus up to three simulations more (at most 2 M of work, none where that does not "
+           "hold two), data-parallel's plan at batch 1 on a small graph where faster, and the einsum whose busiest "
+           "aggregation site sends the most aggregated into a finer partition";
   }
   Partitioning partition(const Graph& g, const PlanOptions& o) const override { return eindecomp_partition(g, o); }
 };

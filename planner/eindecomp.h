@@ -107,7 +107,7 @@ class DpCost {
 // 64 fetched; 60 to thousands of simulations of the DP plan's size), falling as 1/w
 // to 5 M at w = 560 k and beyond (1,024 devices: about 8), and never fewer than three
 // simulations of the DP's plan (its own and two neighbours) however large the run. The
-// climb is short of its optimum at 64 and 256 devices: 10 M left it 14.5% and 15.4%
+// climb is short of its optimum at 64 and 256 devices: 10 M left it 14.5% and 15.5%
 // behind `search` there (resident), 14 M with the finishing step below within 10%.
 inline constexpr double kRefineWork = 5e6;
 inline constexpr double kRefineWorkSmall = 1.4e7;
@@ -127,10 +127,12 @@ inline constexpr int kRefineFinishRounds = 4;
 // plan() does) and simulated, the fastest kept, until a pass gains nothing, the work
 // above is spent or options.cancel is set. Each pass tries first the moves that gained
 // in earlier passes (the latest first), then every other in a fixed order. Under
-// round-robin the DP's plan is also simulated with its nodes of fewer blocks than devices
+// round-robin, where the budget holds at least five simulations of its size, the DP's plan
+// is also simulated with its nodes of fewer blocks than devices
 // spread over them (place()'s `spread`), the faster placement kept for the climb and
-// decided again for the plan it ends on. Then, on kRefineFinish more simulations (at
-// most kRefineFinishWork): data-parallel's plan at batch 1 while one simulation is small
+// decided again for the plan it ends on. Then, on what is left of the budget plus
+// kRefineFinish more simulations (at most kRefineFinishWork; none where that does not
+// hold two): data-parallel's plan at batch 1 while one simulation is small
 // (with a batch it is a start of the climb), and the einsum whose busiest aggregation
 // site sends the most aggregated into a partition twice as fine along one output index,
 // the first that gains, for up to kRefineFinishRounds einsums. Plans equal once placed

@@ -76,7 +76,8 @@ class Refiner {
   // The budget raised by `runs` simulations the size of the largest so far, at most by
   // `most` work; not at all where `most` does not hold two of them (one simulation alone
   // rarely gains there, and each takes the better part of a second: the LLaMA-65B block
-  // with fetched weights on 1,024 devices, w = 1.9 M, went from 3.1 to 5.7 s with it).
+  // with fetched weights on 1,024 devices, w = 1.9 M, went from 3.1 to 5.7 s wall with it,
+  // idle, 2026-11-25).
   void extend(double runs, double most) {
     if (2 * last_ > most) return;
     budget_ = std::max(budget_, work_) + std::min(runs * last_, most);
