@@ -135,7 +135,8 @@ inline constexpr int kRefineFinishRounds = 4;
 // hold two): data-parallel's plan at batch 1 while one simulation is small
 // (with a batch it is a start of the climb), and the einsum whose busiest aggregation
 // site sends the most aggregated into a partition twice as fine along one output index,
-// the first that gains, for up to kRefineFinishRounds einsums. Plans equal once placed
+// the first that gains, for up to kRefineFinishRounds einsums in turn (it ends at the first
+// einsum none of whose indices gains). Plans equal once placed
 // are simulated once; each simulation stops once it cannot beat the fastest so far
 // (sim::SimOptions::stop_after_s). `dp` itself when it cannot be simulated or nothing is
 // faster; where the result is spread, its devices are given (Partitioning::devices).

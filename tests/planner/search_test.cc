@@ -380,9 +380,10 @@ TEST(EinDecompRefine, SpreadsSmallNodesWhereThatIsFaster) {
     for (NodeId id : g.ids()) {
       const NodeKind kind = g.node(id).kind;
       const std::vector<DeviceId>& devices = refined.plan(id).devices;
-      if (!c.spread || kind == NodeKind::input || kind == NodeKind::fill || devices.size() >= 64) continue;
+      const auto n = static_cast<std::size_t>(c.devices);
+      if (!c.spread || kind == NodeKind::input || kind == NodeKind::fill || devices.size() >= n) continue;
       for (std::size_t b = 0; b < devices.size(); ++b)
-        EXPECT_EQ(devices[b].value, static_cast<int>(b * (64 / devices.size()))) << g.node(id).name << " block " << b;
+        EXPECT_EQ(devices[b].value, static_cast<int>(b * (n / devices.size()))) << g.node(id).name << " block " << b;
     }
   }
 }
