@@ -722,23 +722,30 @@ class Planner {
   // replayed in order: each buffer written ahead placed by the planner's own rule
   // (find_range, then first fit), each dead one's range released; every placement must
   // succeed and leave a free range as large as the largest buffer written ahead.
+  // find_range prefers the range whose newest releasing task is oldest, so a range
+  // released in the walk must rank as the planner will rank it then: newer than every
+  // range free now, and newer the later in the walk it is released. Each release takes
+  // the next synthetic task id above those emitted so far (out_.tasks.size()), in walk
+  // order. (Releasing with no tasks, or with a resident buffer's users emitted so far,
+  // made such ranges look older than ranges free now, and the replay chose them first.)
   bool dry_run_fits(std::size_t d, std::int64_t at, std::int64_t size, const Ahead& a, std::int64_t largest) {
     auto mem = memory_[d];
     constexpr std::int32_t kPlaced = 1 << 30;  // a dry-run buffer: kPlaced + input buffer (any id >= 0 is taken)
     (void)claim(mem, at, size, kPlaced - 1);
-    auto release_at = [&](std::int64_t offset, const std::vector<std::int32_t>& users) {
+    auto released_by = static_cast<std::int32_t>(out_.tasks.size());  // the next release's synthetic task id
+    auto release_at = [&](std::int64_t offset) {
       auto it = mem.find(offset);
       it->second.buffer = -1;
-      it->second.released = users;
+      it->second.released = {released_by++};
     };
     for (const Ahead::Event& e : a.events) {
       const auto i = static_cast<std::size_t>(e.id);
       if (e.kind == Ahead::Event::freed) {
-        release_at(inst_[i].offset, inst_[i].users);
+        release_at(inst_[i].offset);
         continue;
       }
       if (e.kind == Ahead::Event::died) {
-        release_at(dry_offset_[i], {});
+        release_at(dry_offset_[i]);
         continue;
       }
       const std::int64_t n = aligned(in_.buffers[i].bytes());
