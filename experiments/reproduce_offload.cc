@@ -16,7 +16,7 @@
 namespace tessel::experiments {
 
 ReproduceResult offload_reproduction(const ReproduceOptions& o, const std::string& summary) {
-  const std::string w = o.quick ? "llama-block:model=7b,seq=64" : "llama-block:model=7b";
+  const std::string w = !o.workload.empty() ? o.workload : o.quick ? "llama-block:model=7b,seq=64" : "llama-block:model=7b";
   const std::string machine_name = "h100-sxm-8";
   // EinDecomp with 4 blocks per device: the fastest uncapped, and blocks small enough that
   // one task's buffers fit in 25% of a device's peak (megatron's one block per device
