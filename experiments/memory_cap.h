@@ -30,6 +30,7 @@ struct MemoryCapped {
   PrefetchRoom prefetch = PrefetchRoom::one_range;  // the rule `graph` was planned with
   // With "fastest": every rule and the makespan it simulated to, in kPrefetchRooms order.
   std::vector<std::pair<PrefetchRoom, double>> tried;
+  double plan_wall_s = 0;  // plan_memory's wall time, summed over the rules planned
 };
 
 // Plans `tg` under the cap `text` (parse_memory_cap) with the prefetch rule `prefetch`
@@ -44,7 +45,8 @@ struct MemoryCapped {
 
 // memory_cap_bytes, uncapped_peak_bytes, planned_peak_bytes (per device; uncapped: tasks
 // one at a time in the planner's order), evicts, loads, drops, host_inputs, bytes_evicted, bytes_loaded,
-// host_bytes, prefetch (the rule), and with "fastest" prefetch_makespan_s (rule → makespan).
+// host_bytes, prefetch (the rule), memory_plan_wall_s (planning time, summed over the
+// rules planned), and with "fastest" prefetch_makespan_s (rule → makespan).
 [[nodiscard]] nlohmann::json memory_cap_json(const MemoryCapped& c);
 
 // One line: the cap, the uncapped peak (largest device), evicts and loads with their bytes.

@@ -49,6 +49,7 @@ TEST(MemoryCapCli, SimulateKeepsTheFastestPrefetchRule) {
   for (const char* rule : {"one-range", "dry-run"}) EXPECT_GT(tried[rule].get<double>(), least) << tried.dump();
   EXPECT_DOUBLE_EQ(j["makespan_s"].get<double>(), least);
   EXPECT_DOUBLE_EQ(tried[chosen].get<double>(), least);
+  EXPECT_GE(j["memory_cap"]["memory_plan_wall_s"].get<double>(), 0.0);
   for (const char* rule : {"one-range", "packed", "dry-run"}) {
     auto one = tessel::testing::run_tessel(cmd + " --prefetch " + rule);
     ASSERT_EQ(one.status, 0) << one.output();
