@@ -890,10 +890,10 @@ std::string_view to_string(PrefetchRoom r) {
   return "?";
 }
 
-PrefetchRoom parse_prefetch_room(std::string_view text) {
+PrefetchRoom parse_prefetch_room(std::string_view text, std::string_view what) {
   for (PrefetchRoom r : kPrefetchRooms)
     if (text == to_string(r)) return r;
-  fail("unknown prefetch rule '", text, "' (one-range, packed, dry-run)");
+  fail(what, ": unknown prefetch rule '", text, "' (one-range, packed, dry-run)");
 }
 
 // A load whose buffer's first user is a kernel or an evict of its device goes just

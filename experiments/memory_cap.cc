@@ -42,6 +42,13 @@ std::int64_t physical_memory_bytes() {
 
 }  // namespace
 
+void check_prefetch(const std::string& prefetch) {
+  if (prefetch == "fastest") return;
+  for (PrefetchRoom r : kPrefetchRooms)
+    if (prefetch == to_string(r)) return;
+  fail("--prefetch: unknown rule '", prefetch, "' (accepted: one-range, packed, dry-run, fastest)");
+}
+
 MemoryCapped cap_memory(const TaskGraph& tg, const std::string& text, const Machine* machine, const std::string& prefetch,
                         const std::function<double(const TaskGraph&)>& makespan_of) {
   const MemoryCap cap = parse_memory_cap(text, "--memory-cap");
@@ -56,6 +63,7 @@ MemoryCapped cap_memory(const TaskGraph& tg, const std::string& text, const Mach
     po.host_capacity_bytes = {physical_memory_bytes()};
     po.host_capacity_source = "this machine's physical memory";
   }
+  check_prefetch(prefetch);
   using Clock = std::chrono::steady_clock;
   auto timed_plan = [&] {
     const auto start = Clock::now();
@@ -64,7 +72,7 @@ MemoryCapped cap_memory(const TaskGraph& tg, const std::string& text, const Mach
     return plan;
   };
   if (prefetch != "fastest") {
-    po.prefetch = parse_prefetch_room(prefetch);
+    po.prefetch = parse_prefetch_room(prefetch, "--prefetch");
     MemoryPlan plan = timed_plan();
     out.graph = std::move(plan.graph);
     out.stats = std::move(plan.stats);

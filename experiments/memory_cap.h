@@ -33,6 +33,10 @@ struct MemoryCapped {
   double plan_wall_s = 0;  // plan_memory's wall time, summed over the rules planned
 };
 
+// An Error naming --prefetch and the accepted values unless `prefetch` is one-range,
+// packed, dry-run or fastest.
+void check_prefetch(const std::string& prefetch);
+
 // Plans `tg` under the cap `text` (parse_memory_cap) with the prefetch rule `prefetch`
 // ("one-range", "packed", "dry-run"), or with "fastest" with each rule, keeping the graph
 // for which `makespan_of` is least (the first in kPrefetchRooms order among equals).

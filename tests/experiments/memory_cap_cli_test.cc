@@ -65,8 +65,8 @@ TEST(MemoryCapCli, SimulateKeepsTheFastestPrefetchRule) {
   }
   auto bad = tessel::testing::run_tessel(cmd + " --prefetch soonest");
   EXPECT_EQ(bad.status, 2) << bad.output();
-  // --prefetch without --memory-cap: an input error naming --memory-cap.
-  for (const char* rule : {"packed"}) {
+  // --prefetch without --memory-cap, any value (fastest too): an input error naming --memory-cap.
+  for (const char* rule : {"packed", "fastest"}) {
     auto uncapped = tessel::testing::run_tessel(std::string("simulate -w llama-block:model=tiny -d 2 -m cpu:2 --prefetch ") + rule);
     EXPECT_EQ(uncapped.status, 1) << uncapped.output();
     EXPECT_NE(uncapped.output().find("--memory-cap"), std::string::npos) << uncapped.output();
