@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <exception>
 
 #include <unistd.h>
 
@@ -80,10 +81,20 @@ MemoryCapped cap_memory(const TaskGraph& tg, const std::string& text, const Mach
     return out;
   }
   if (!makespan_of) fail("--prefetch fastest needs a simulation of each plan (simulate)");
+  // A rule whose plan fails (a host without the RAM for its evicts) is skipped with a
+  // warning; when every rule fails, the first rule's error is the command's (no warnings).
   double best = 0;
+  std::exception_ptr first_error;
   for (PrefetchRoom r : kPrefetchRooms) {
     po.prefetch = r;
-    MemoryPlan plan = timed_plan();
+    MemoryPlan plan;
+    try {
+      plan = timed_plan();
+    } catch (const Error& e) {
+      if (!first_error) first_error = std::current_exception();
+      out.skipped.emplace_back(r, e.what());
+      continue;
+    }
     const double s = makespan_of(plan.graph);
     out.tried.emplace_back(r, s);
     if (out.tried.size() == 1 || s < best) {
@@ -93,6 +104,10 @@ MemoryCapped cap_memory(const TaskGraph& tg, const std::string& text, const Mach
       out.prefetch = r;
     }
   }
+  if (out.tried.empty()) std::rethrow_exception(first_error);
+  for (const auto& [r, why] : out.skipped)
+    std::fprintf(stderr, "tessel: warning: --prefetch fastest: rule %s skipped, its plan failed: %s\n",
+                 std::string(to_string(r)).c_str(), why.c_str());
   return out;
 }
 
@@ -113,6 +128,11 @@ nlohmann::json memory_cap_json(const MemoryCapped& c) {
     nlohmann::json t = nlohmann::json::object();
     for (const auto& [r, s] : c.tried) t[std::string(to_string(r))] = s;
     j["prefetch_makespan_s"] = t;
+  }
+  if (!c.skipped.empty()) {
+    nlohmann::json t = nlohmann::json::object();
+    for (const auto& [r, why] : c.skipped) t[std::string(to_string(r))] = why;
+    j["prefetch_skipped"] = t;
   }
   j["memory_plan_wall_s"] = c.plan_wall_s;
   return j;
@@ -136,6 +156,7 @@ void print_memory_cap(const MemoryCapped& c) {
     std::printf("%s%s %.4g ms", i == 0 ? " (the fastest of " : ", ", std::string(to_string(c.tried[i].first)).c_str(),
                 c.tried[i].second * 1e3);
   std::printf("%s", c.tried.empty() ? "" : ")");
+  for (const auto& [r, why] : c.skipped) std::printf("; %s skipped (its plan failed)", std::string(to_string(r)).c_str());
   std::printf("; planned in %.3f s\n", c.plan_wall_s);
 }
 

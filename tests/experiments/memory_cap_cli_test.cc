@@ -117,4 +117,37 @@ TEST(MemoryCapCli, HostWithoutRoomIsRefused) {
   EXPECT_NE(r.err.find("memory_capacity_bytes (1000)"), std::string::npos) << r.output();
 }
 
+// --prefetch fastest skips a rule whose plan fails: at 60% on the tiny block packed
+// evicts one buffer and must keep 90,112 bytes on the host, one-range and dry-run 88,064.
+// With 89,000 bytes of host RAM packed is skipped with a warning naming it and the others
+// are compared; with too little for any rule the first rule's error is the command's.
+TEST(MemoryCapCli, FastestSkipsARuleWhosePlanFails) {
+  const auto dir = std::filesystem::temp_directory_path() / ("tessel_memcap_skip_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto written = dir / "cpu2.json";
+  auto w = tessel::testing::run_tessel("simulate -w llama-block:model=tiny -d 2 -m cpu:2 --write-machine " + written.string());
+  ASSERT_EQ(w.status, 0) << w.output();
+  nlohmann::json m;
+  std::ifstream(written) >> m;
+  m["hosts"][0]["memory_capacity_bytes"] = 89000;
+  const auto machine = dir / "cpu2_small_host.json";
+  std::ofstream(machine) << m.dump();
+  const std::string cmd = "simulate -w llama-block:model=tiny -d 2 -m " + machine.string() + " --json --memory-cap ";
+  auto r = tessel::testing::run_tessel(cmd + "60%");
+  auto all_fail = tessel::testing::run_tessel(cmd + "30%");
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(r.status, 0) << r.output();
+  EXPECT_NE(r.err.find("tessel: warning: --prefetch fastest: rule packed skipped"), std::string::npos) << r.output();
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& mc = j["memory_cap"];
+  EXPECT_TRUE(mc["prefetch_skipped"].contains("packed")) << mc.dump();
+  EXPECT_EQ(mc["prefetch_skipped"].size(), 1u) << mc.dump();
+  EXPECT_EQ(mc["prefetch_makespan_s"].size(), 2u) << mc.dump();
+  EXPECT_NE(mc["prefetch"].get<std::string>(), "packed");
+  EXPECT_LE(mc["host_bytes"][0].get<std::int64_t>(), 89000);
+  EXPECT_EQ(all_fail.status, 1) << all_fail.output();
+  EXPECT_NE(all_fail.err.find("tessel: error: memory cap: host 0 must hold "), std::string::npos) << all_fail.output();
+  EXPECT_EQ(all_fail.err.find("warning"), std::string::npos) << all_fail.output();
+}
+
 }  // namespace
