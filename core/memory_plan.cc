@@ -631,17 +631,24 @@ class Planner {
   // FFN but no run above 15 MB, against the 17 MB one_range asks besides the load, and
   // its link idled 94 µs during attention. packed and dry_run (room_ahead) look at the
   // buffers themselves.
-  // Measured (`tessel reproduce offload`'s plan, free order / uncapped at 100 / 75 / 50 /
-  // 25%, 2026-11-25), one_range, packed, dry_run:
-  //   7B            1.036 1.049 1.291 3.676 | 1.066 1.111 1.249 3.700 | 1.032 1.031 1.369 3.654
-  //   7B batch 2    1.002 1.317 2.861 19.29 | 1.003 1.243 2.938 19.37 | 1.006 1.097 2.595 19.21
-  //   7B seq. 2000  1.009 1.174 2.535 6.562 | 0.996 1.149 2.473 6.728 | 1.017 1.003 2.587 6.728
-  //   13B           1.002 1.046 1.261 3.076 | 1.083 1.099 1.265 3.368 | 1.036 1.025 1.263 3.077
+  // Measured (`tessel reproduce offload [--workload SPEC]`, free order / uncapped at 100 /
+  // 75 / 50 / 25%, 2026-11-25 02:55 UTC), one_range, packed, dry_run:
+  //   7B            1.036 1.049 1.291 3.676 | 1.066 1.111 1.249 3.700 | 1.043 1.038 1.314 3.565
+  //   7B batch 2    1.002 1.317 2.861 19.29 | 1.003 1.243 2.938 19.37 | 0.994 1.288 3.519 19.45
+  //   7B seq. 2000  1.009 1.174 2.535 6.562 | 0.996 1.149 2.473 6.728 | 1.004 1.032 2.541 6.517
+  //   13B           1.002 1.046 1.261 3.076 | 1.083 1.099 1.265 3.368 | 1.002 1.021 1.295 3.144
+  // Until dry_run ranked the ranges released in its walk as the planner will (it released
+  // them with no tasks, or a resident buffer's users so far, so they looked freed before
+  // the ranges free now and were chosen first), it measured 7B 1.032 1.031 1.369 3.654,
+  // batch 2 1.006 1.097 2.595 19.21, sequence 2000 1.017 1.003 2.587 6.728, 13B 1.036
+  // 1.025 1.263 3.077: the faithful replay is better on 7B at 50 / 25% and worse on batch
+  // 2 at 75 / 50%, where the misranked one kept more room (it is not kept: it does not
+  // replay the placement it claims to).
   // packed starts loads earliest (7B at 50%: 130-185 µs against 254-347 with one_range),
   // but the planner's placement fragments more than its packing assumes, and some
   // prefetched buffers are dropped before their reader (7B: 9 at 75%, 8 at 50%), their
-  // range then held up the activation; dry_run replays that placement and has none there,
-  // but starts later at 50% (210-280 µs). Variants tried and dropped (same rows, 7B): the
+  // range then held up the activation; dry_run replays that placement, but starts later
+  // at 50%. Variants tried and dropped (same rows, 7B, before the replay's ranking fix): the
   // packing without the extra buffer of the largest size (1.051 1.120 1.403 3.805); a
   // replay with best fit instead of the planner's rule, alone (1.051 1.062 1.383 3.917)
   // or with the packing (1.066 1.104 1.249 3.700); dry_run without the free range of the
@@ -722,23 +729,30 @@ class Planner {
   // replayed in order: each buffer written ahead placed by the planner's own rule
   // (find_range, then first fit), each dead one's range released; every placement must
   // succeed and leave a free range as large as the largest buffer written ahead.
+  // find_range prefers the range whose newest releasing task is oldest, so a range
+  // released in the walk must rank as the planner will rank it then: newer than every
+  // range free now, and newer the later in the walk it is released. Each release takes
+  // the next synthetic task id above those emitted so far (out_.tasks.size()), in walk
+  // order. (Releasing with no tasks, or with a resident buffer's users emitted so far,
+  // made such ranges look older than ranges free now, and the replay chose them first.)
   bool dry_run_fits(std::size_t d, std::int64_t at, std::int64_t size, const Ahead& a, std::int64_t largest) {
     auto mem = memory_[d];
     constexpr std::int32_t kPlaced = 1 << 30;  // a dry-run buffer: kPlaced + input buffer (any id >= 0 is taken)
     (void)claim(mem, at, size, kPlaced - 1);
-    auto release_at = [&](std::int64_t offset, const std::vector<std::int32_t>& users) {
+    auto released_by = static_cast<std::int32_t>(out_.tasks.size());  // the next release's synthetic task id
+    auto release_at = [&](std::int64_t offset) {
       auto it = mem.find(offset);
       it->second.buffer = -1;
-      it->second.released = users;
+      it->second.released = {released_by++};
     };
     for (const Ahead::Event& e : a.events) {
       const auto i = static_cast<std::size_t>(e.id);
       if (e.kind == Ahead::Event::freed) {
-        release_at(inst_[i].offset, inst_[i].users);
+        release_at(inst_[i].offset);
         continue;
       }
       if (e.kind == Ahead::Event::died) {
-        release_at(dry_offset_[i], {});
+        release_at(dry_offset_[i]);
         continue;
       }
       const std::int64_t n = aligned(in_.buffers[i].bytes());
@@ -883,10 +897,10 @@ std::string_view to_string(PrefetchRoom r) {
   return "?";
 }
 
-PrefetchRoom parse_prefetch_room(std::string_view text) {
+PrefetchRoom parse_prefetch_room(std::string_view text, std::string_view what) {
   for (PrefetchRoom r : kPrefetchRooms)
     if (text == to_string(r)) return r;
-  fail("unknown prefetch rule '", text, "' (one-range, packed, dry-run)");
+  fail(what, ": unknown prefetch rule '", text, "' (one-range, packed, dry-run)");
 }
 
 // A load whose buffer's first user is a kernel or an evict of its device goes just

@@ -71,7 +71,8 @@ inline constexpr std::int64_t kMemoryAlignment = 64;  // every planned buffer's 
 enum class PrefetchRoom : std::uint8_t { one_range, packed, dry_run };
 inline constexpr PrefetchRoom kPrefetchRooms[] = {PrefetchRoom::one_range, PrefetchRoom::packed, PrefetchRoom::dry_run};
 [[nodiscard]] std::string_view to_string(PrefetchRoom r);  // one-range, packed, dry-run
-[[nodiscard]] PrefetchRoom parse_prefetch_room(std::string_view text);  // Error naming the text
+// An Error naming `what` (the option) and the text, listing the rules, on an unknown one.
+[[nodiscard]] PrefetchRoom parse_prefetch_room(std::string_view text, std::string_view what = "--prefetch");
 
 struct MemoryPlanOptions {
   std::vector<std::int64_t> capacity_bytes;  // per device of the task graph

@@ -29,6 +29,9 @@ void add_reproduce_commands(CLI::App& app) {
   cmd->add_option("-j,--jobs", o->ro.jobs, "points simulated at once (default: every core)")->check(CLI::PositiveNumber);
   cmd->add_flag("--quick", o->ro.quick, "reduced sizes: the same experiment on small graphs, in seconds");
   cmd->add_flag("--no-plot", o->no_plot, "write the CSV only");
+  cmd->add_option("--workload", o->ro.workload,
+                  "offload only: the workload to cap instead of llama-block:model=7b (e.g. llama-block:model=7b,batch=2; "
+                  "same plan, machine and caps)");
   cmd->add_option("--plots-dir", o->ro.plots_dir, "where plots/ lives")->capture_default_str();
   cmd->add_flag("--list", o->list, "list the reproductions");
   cmd->add_flag("--json", o->json_out, "print what was written as JSON");

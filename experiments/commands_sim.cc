@@ -73,7 +73,7 @@ struct Opts {
   std::string trace_devices;
   std::string machine_out;
   std::string memory_cap;
-  std::string prefetch = "fastest";
+  std::string prefetch;  // empty: not given (fastest with --memory-cap)
   bool json_out = false;
   bool expand_collectives = false;
   bool no_symmetry = false;
@@ -169,6 +169,7 @@ void run_simulate(const Opts& o) {
   double plan_wall_s = 0, lower_wall_s = 0;  // -w / -g: building and planning the graph, lowering it
   if (!collective && o.expand_collectives) fail("--expand-collectives applies to --collective only");
   if (!collective && o.algorithm != "auto") fail("--algorithm applies to --collective only");
+  if (o.memory_cap.empty() && !o.prefetch.empty()) fail("--prefetch applies with --memory-cap only");
   so.symmetry = !o.no_symmetry;
   if (collective) {
     coll = sim::parse_collective(o.collective, "--collective");
@@ -239,14 +240,13 @@ void run_simulate(const Opts& o) {
   std::optional<MemoryCapped> capped;
   std::optional<sim::SimResult> uncapped;
   std::optional<sim::SimResult> capped_result;
-  if (o.memory_cap.empty() && o.prefetch != "fastest") fail("--prefetch applies with --memory-cap only");
   if (!o.memory_cap.empty()) {
     if (collective) fail("--memory-cap applies to task graphs (-w, -g, --task-graph), not to --collective");
     if (so.policy == sim::Policy::bsp)
       fail("--memory-cap needs --policy async: evicts and loads are placed where memory frees, not in bsp phases");
     uncapped = sim::simulate(tg, m, so);
     std::optional<sim::SimResult> fastest;  // the fastest capped run so far, not simulated again
-    capped = cap_memory(tg, o.memory_cap, &m, o.prefetch, [&](const TaskGraph& planned) {
+    capped = cap_memory(tg, o.memory_cap, &m, o.prefetch.empty() ? "fastest" : o.prefetch, [&](const TaskGraph& planned) {
       sim::SimResult run = sim::simulate(planned, m, so);
       const double s = run.makespan_s;
       if (!fastest || s < fastest->makespan_s) fastest = std::move(run);

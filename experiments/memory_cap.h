@@ -30,11 +30,20 @@ struct MemoryCapped {
   PrefetchRoom prefetch = PrefetchRoom::one_range;  // the rule `graph` was planned with
   // With "fastest": every rule and the makespan it simulated to, in kPrefetchRooms order.
   std::vector<std::pair<PrefetchRoom, double>> tried;
+  // With "fastest": the rules whose plan failed (skipped), with the error.
+  std::vector<std::pair<PrefetchRoom, std::string>> skipped;
+  double plan_wall_s = 0;  // plan_memory's wall time, summed over the rules planned
 };
+
+// An Error naming --prefetch and the accepted values unless `prefetch` is one-range,
+// packed, dry-run or fastest.
+void check_prefetch(const std::string& prefetch);
 
 // Plans `tg` under the cap `text` (parse_memory_cap) with the prefetch rule `prefetch`
 // ("one-range", "packed", "dry-run"), or with "fastest" with each rule, keeping the graph
-// for which `makespan_of` is least (the first in kPrefetchRooms order among equals).
+// for which `makespan_of` is least (the first in kPrefetchRooms order among equals); a
+// rule whose plan throws an Error is skipped with a warning on stderr (`skipped`), and
+// when every rule fails the first rule's error is thrown.
 // With a machine, its hosts' RAM bounds what may be evicted (Host::memory_capacity_bytes);
 // without one (an executor on this machine), this machine's physical memory does.
 // Errors name --memory-cap (or --prefetch).
@@ -44,7 +53,9 @@ struct MemoryCapped {
 
 // memory_cap_bytes, uncapped_peak_bytes, planned_peak_bytes (per device; uncapped: tasks
 // one at a time in the planner's order), evicts, loads, drops, host_inputs, bytes_evicted, bytes_loaded,
-// host_bytes, prefetch (the rule), and with "fastest" prefetch_makespan_s (rule → makespan).
+// host_bytes, prefetch (the rule), memory_plan_wall_s (planning time, summed over the
+// rules planned), and with "fastest" prefetch_makespan_s (rule → makespan) and, when a
+// rule's plan failed, prefetch_skipped (rule → error).
 [[nodiscard]] nlohmann::json memory_cap_json(const MemoryCapped& c);
 
 // One line: the cap, the uncapped peak (largest device), evicts and loads with their bytes.

@@ -371,6 +371,8 @@ ReproduceResult reproduce(const std::string& name, const ReproduceOptions& o) {
   if (!info) fail("reproduce: unknown reproduction '", name, "' (implemented: ", known, ")");
   if (!info->implemented) fail("reproduce: '", name, "' is not implemented: ", info->why_not, " (implemented: ", known, ")");
 
+  if (!o.workload.empty() && name != "offload")
+    fail("reproduce: --workload applies to offload only, not to '", name, "'");
   if (name == "video-chain") return video_chain(o, info->summary);
   if (name == "sim-vs-measured") return sim_vs_measured(o, info->summary);
   if (name == "fused-collective") return reproduce_fused_collective(o, info->summary);

@@ -23,6 +23,7 @@ struct ReproductionInfo {
 struct ReproduceOptions {
   std::string dir = "out";
   bool quick = false;      // reduced sizes (tests, a first look): same shape of experiment, small graphs
+  std::string workload;    // offload only: the workload capped instead of its default (empty: the default)
   int jobs = 1;
   bool plot = true;        // draw the PNGs (needs Python 3 with matplotlib: plots/python.sh)
   std::string plots_dir;   // where plots/ lives

@@ -16,7 +16,7 @@
 namespace tessel::experiments {
 
 ReproduceResult offload_reproduction(const ReproduceOptions& o, const std::string& summary) {
-  const std::string w = o.quick ? "llama-block:model=7b,seq=64" : "llama-block:model=7b";
+  const std::string w = !o.workload.empty() ? o.workload : o.quick ? "llama-block:model=7b,seq=64" : "llama-block:model=7b";
   const std::string machine_name = "h100-sxm-8";
   // EinDecomp with 4 blocks per device: the fastest uncapped, and blocks small enough that
   // one task's buffers fit in 25% of a device's peak (megatron's one block per device
@@ -73,32 +73,41 @@ ReproduceResult offload_reproduction(const ReproduceOptions& o, const std::strin
     for (const Host& h : m.hosts) mo.host_capacity_bytes.push_back(h.memory_capacity_bytes);
     // The memory plan under each prefetch rule (PrefetchRoom), the one whose free-order run
     // is fastest kept (the first among equals): no rule is best at every cap. The fixed
-    // order runs that same plan.
+    // order runs that same plan. A rule whose plan fails is skipped (named in the line);
+    // when every rule fails, the cap is recorded as failed with the first rule's error.
     MemoryPlan plan;
     sim::SimResult async;
     PrefetchRoom chosen = PrefetchRoom::one_range;
-    std::string tried;
-    try {
-      for (PrefetchRoom rule : kPrefetchRooms) {
-        mo.prefetch = rule;
-        MemoryPlan candidate = plan_memory(tg, mo);
-        sim::SimResult r = sim::simulate(candidate.graph, m, so);
-        tried += std::string(tried.empty() ? "" : ", ") + std::string(to_string(rule)) + " " +
-                 fmt("%.3fx", r.makespan_s / base.makespan_s);
-        if (rule == kPrefetchRooms[0] || r.makespan_s < async.makespan_s) {
-          plan = std::move(candidate);
-          async = std::move(r);
-          chosen = rule;
-        }
+    bool planned = false;
+    std::string tried, first_error;
+    for (PrefetchRoom rule : kPrefetchRooms) {
+      mo.prefetch = rule;
+      MemoryPlan candidate;
+      try {
+        candidate = plan_memory(tg, mo);
+      } catch (const Error& e) {
+        if (first_error.empty()) first_error = e.what();
+        tried += std::string(tried.empty() ? "" : ", ") + std::string(to_string(rule)) + " failed";
+        continue;
       }
-    } catch (const Error& e) {  // no schedule fits this cap: recorded, the other caps go on
+      sim::SimResult r = sim::simulate(candidate.graph, m, so);
+      tried += std::string(tried.empty() ? "" : ", ") + std::string(to_string(rule)) + " " +
+               fmt("%.3fx", r.makespan_s / base.makespan_s);
+      if (!planned || r.makespan_s < async.makespan_s) {
+        plan = std::move(candidate);
+        async = std::move(r);
+        chosen = rule;
+        planned = true;
+      }
+    }
+    if (!planned) {  // no schedule fits this cap: recorded, the other caps go on
       res.failed += 2;
       res.points += 2;
       for (const char* system : {"turnip (free order)", "fixed order, sync"})
         csv += csv_line({system, w, std::to_string(devices), strategy, machine_name, std::to_string(pct),
                          std::to_string(peak * pct / 100), std::to_string(peak), "", "", "", "", "", "", "", "", "",
-                         e.what()});
-      say(std::to_string(pct) + "%: " + e.what());
+                         first_error});
+      say(std::to_string(pct) + "%: " + first_error);
       continue;
     }
     const TaskGraph fixed = fixed_order(plan.graph);

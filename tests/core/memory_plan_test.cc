@@ -465,7 +465,14 @@ TEST(MemoryPlan, PackedAndDryRunPrefetchIntoRunsThatOneRangeRefuses) {
 TEST(MemoryPlan, NamesPrefetchRules) {
   for (PrefetchRoom r : kPrefetchRooms) EXPECT_EQ(parse_prefetch_room(to_string(r)), r);
   EXPECT_EQ(to_string(PrefetchRoom::dry_run), "dry-run");
-  EXPECT_THROW((void)parse_prefetch_room("fastest"), Error);
+  EXPECT_THROW((void)parse_prefetch_room("fastest"), Error);  // core cannot simulate: the CLI's choice
+  try {
+    (void)parse_prefetch_room("soonest");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--prefetch: unknown prefetch rule 'soonest' (one-range, packed, dry-run)"),
+              std::string::npos) << e.what();
+  }
 }
 
 TEST(MemoryPlan, ParsesCaps) {

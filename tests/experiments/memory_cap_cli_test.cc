@@ -29,11 +29,13 @@ TEST(MemoryCapCli, SimulateReportsPeakOffloadAndSlowdown) {
   EXPECT_GE(mc["slowdown"].get<double>(), 1.0);  // the same work plus copies, under fewer bytes
 }
 
-// --prefetch fastest (simulate's default) plans with every rule and keeps the fastest:
-// the makespan reported is the least of those it names; a rule given alone is the one
-// used, and its makespan is the one "fastest" recorded for it.
+// --prefetch fastest (simulate's default) plans with every rule and keeps the fastest.
+// At 60% on the tiny block packed is strictly the fastest and one-range and dry-run tie
+// behind it: the winner is neither the first rule tried nor the last, so keeping either
+// end (or the first among equals) would fail here. The run kept is the single-rule run
+// of the chosen rule: same makespan, tasks, loads, evicts, bytes and peaks.
 TEST(MemoryCapCli, SimulateKeepsTheFastestPrefetchRule) {
-  const std::string cmd = "simulate -w llama-block:model=tiny -d 2 -m cpu:2 --memory-cap 50% --json";
+  const std::string cmd = "simulate -w llama-block:model=tiny -d 2 -m cpu:2 --memory-cap 60% --json";
   auto r = tessel::testing::run_tessel(cmd);
   ASSERT_EQ(r.status, 0) << r.output();
   const auto j = nlohmann::json::parse(r.out);
@@ -41,9 +43,13 @@ TEST(MemoryCapCli, SimulateKeepsTheFastestPrefetchRule) {
   ASSERT_EQ(tried.size(), 3u) << tried.dump();
   double least = 1e300;
   for (const auto& [rule, s] : tried.items()) least = std::min(least, s.get<double>());
-  EXPECT_DOUBLE_EQ(j["makespan_s"].get<double>(), least);
   const std::string chosen = j["memory_cap"]["prefetch"].get<std::string>();
+  EXPECT_EQ(chosen, "packed") << tried.dump();
+  // The case this test is for: the other two rules strictly slower than the kept one.
+  for (const char* rule : {"one-range", "dry-run"}) EXPECT_GT(tried[rule].get<double>(), least) << tried.dump();
+  EXPECT_DOUBLE_EQ(j["makespan_s"].get<double>(), least);
   EXPECT_DOUBLE_EQ(tried[chosen].get<double>(), least);
+  EXPECT_GE(j["memory_cap"]["memory_plan_wall_s"].get<double>(), 0.0);
   for (const char* rule : {"one-range", "packed", "dry-run"}) {
     auto one = tessel::testing::run_tessel(cmd + " --prefetch " + rule);
     ASSERT_EQ(one.status, 0) << one.output();
@@ -51,12 +57,20 @@ TEST(MemoryCapCli, SimulateKeepsTheFastestPrefetchRule) {
     EXPECT_EQ(jo["memory_cap"]["prefetch"].get<std::string>(), rule);
     EXPECT_FALSE(jo["memory_cap"].contains("prefetch_makespan_s"));
     EXPECT_DOUBLE_EQ(jo["makespan_s"].get<double>(), tried[rule].get<double>()) << rule;
+    if (rule != chosen) continue;
+    EXPECT_EQ(jo["tasks"], j["tasks"]);
+    EXPECT_EQ(jo["peak_memory_bytes"], j["peak_memory_bytes"]);
+    for (const char* key : {"loads", "evicts", "drops", "bytes_loaded", "bytes_evicted", "planned_peak_bytes"})
+      EXPECT_EQ(jo["memory_cap"][key], j["memory_cap"][key]) << key;
   }
   auto bad = tessel::testing::run_tessel(cmd + " --prefetch soonest");
   EXPECT_EQ(bad.status, 2) << bad.output();
-  auto uncapped = tessel::testing::run_tessel("simulate -w llama-block:model=tiny -d 2 -m cpu:2 --prefetch packed");
-  EXPECT_EQ(uncapped.status, 1) << uncapped.output();
-  EXPECT_NE(uncapped.output().find("--memory-cap"), std::string::npos) << uncapped.output();
+  // --prefetch without --memory-cap, any value (fastest too): an input error naming --memory-cap.
+  for (const char* rule : {"packed", "fastest"}) {
+    auto uncapped = tessel::testing::run_tessel(std::string("simulate -w llama-block:model=tiny -d 2 -m cpu:2 --prefetch ") + rule);
+    EXPECT_EQ(uncapped.status, 1) << uncapped.output();
+    EXPECT_NE(uncapped.output().find("--memory-cap"), std::string::npos) << uncapped.output();
+  }
 }
 
 TEST(MemoryCapCli, RunComputesTheReferenceUnderTheCap) {
@@ -101,6 +115,39 @@ TEST(MemoryCapCli, HostWithoutRoomIsRefused) {
   EXPECT_EQ(r.status, 1) << r.output();
   EXPECT_NE(r.err.find("tessel: error: memory cap: host 0 must hold "), std::string::npos) << r.output();
   EXPECT_NE(r.err.find("memory_capacity_bytes (1000)"), std::string::npos) << r.output();
+}
+
+// --prefetch fastest skips a rule whose plan fails: at 60% on the tiny block packed
+// evicts one buffer and must keep 90,112 bytes on the host, one-range and dry-run 88,064.
+// With 89,000 bytes of host RAM packed is skipped with a warning naming it and the others
+// are compared; with too little for any rule the first rule's error is the command's.
+TEST(MemoryCapCli, FastestSkipsARuleWhosePlanFails) {
+  const auto dir = std::filesystem::temp_directory_path() / ("tessel_memcap_skip_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto written = dir / "cpu2.json";
+  auto w = tessel::testing::run_tessel("simulate -w llama-block:model=tiny -d 2 -m cpu:2 --write-machine " + written.string());
+  ASSERT_EQ(w.status, 0) << w.output();
+  nlohmann::json m;
+  std::ifstream(written) >> m;
+  m["hosts"][0]["memory_capacity_bytes"] = 89000;
+  const auto machine = dir / "cpu2_small_host.json";
+  std::ofstream(machine) << m.dump();
+  const std::string cmd = "simulate -w llama-block:model=tiny -d 2 -m " + machine.string() + " --json --memory-cap ";
+  auto r = tessel::testing::run_tessel(cmd + "60%");
+  auto all_fail = tessel::testing::run_tessel(cmd + "30%");
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(r.status, 0) << r.output();
+  EXPECT_NE(r.err.find("tessel: warning: --prefetch fastest: rule packed skipped"), std::string::npos) << r.output();
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& mc = j["memory_cap"];
+  EXPECT_TRUE(mc["prefetch_skipped"].contains("packed")) << mc.dump();
+  EXPECT_EQ(mc["prefetch_skipped"].size(), 1u) << mc.dump();
+  EXPECT_EQ(mc["prefetch_makespan_s"].size(), 2u) << mc.dump();
+  EXPECT_NE(mc["prefetch"].get<std::string>(), "packed");
+  EXPECT_LE(mc["host_bytes"][0].get<std::int64_t>(), 89000);
+  EXPECT_EQ(all_fail.status, 1) << all_fail.output();
+  EXPECT_NE(all_fail.err.find("tessel: error: memory cap: host 0 must hold "), std::string::npos) << all_fail.output();
+  EXPECT_EQ(all_fail.err.find("warning"), std::string::npos) << all_fail.output();
 }
 
 }  // namespace

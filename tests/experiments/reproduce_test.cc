@@ -2,6 +2,7 @@
 // one row per point and prints its headline; unknown and unimplemented names say so.
 #include "experiments/reproduce.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -97,6 +98,26 @@ TEST(ReproduceCli, WorkConservingWritesCsvAndPngAndComparesWithDoppler) {
   EXPECT_TRUE(std::filesystem::exists(dir / "work-conserving.png"));
   EXPECT_GT(std::filesystem::file_size(dir / "work-conserving.png"), 1000u);
   std::filesystem::remove_all(dir);
+}
+
+// --workload: offload caps the workload given (every row names it); other reproductions
+// refuse the option rather than ignore it.
+TEST(ReproduceCli, OffloadCapsTheWorkloadGiven) {
+  auto dir = temp_path("tessel_reproduce_workload");
+  std::filesystem::remove_all(dir);
+  const std::string spec = "llama-block:model=7b,seq=32";
+  auto r = run_tessel("reproduce offload --no-plot --workload " + spec + " -o " + dir.string());
+  ASSERT_EQ(r.status, 0) << r.output();
+  const auto rows = read_csv((dir / "offload.csv").string());
+  std::filesystem::remove_all(dir);
+  ASSERT_GT(rows.size(), 1u);
+  const auto col = std::find(rows[0].begin(), rows[0].end(), "workload") - rows[0].begin();
+  ASSERT_LT(static_cast<std::size_t>(col), rows[0].size());
+  for (std::size_t i = 1; i < rows.size(); ++i) EXPECT_EQ(rows[i][static_cast<std::size_t>(col)], spec) << i;
+  auto other = run_tessel("reproduce scaling --quick --no-plot --workload " + spec + " -o " + dir.string());
+  EXPECT_EQ(other.status, 1) << other.output();
+  EXPECT_NE(other.err.find("--workload applies to offload only"), std::string::npos) << other.output();
+  EXPECT_FALSE(std::filesystem::exists(dir));
 }
 
 }  // namespace
