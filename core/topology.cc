@@ -578,7 +578,9 @@ Machine fat_tree(std::string_view preset, const std::function<Machine(std::strin
   if (pod < nodes && pod % leaf != 0) bad(preset, "pod=" + std::to_string(pod) + " must be a multiple of leaf=" + std::to_string(leaf));
   const int leaves = (nodes + leaf - 1) / leaf;
   const int pods = (nodes + pod - 1) / pod;
-  const int leaves_per_pod = std::min(pod, nodes) / leaf;
+  // One pod holds every leaf (also a last, partly filled one: 5 nodes on leaves of 4);
+  // several pods hold pod / leaf leaves each (pod is a multiple of leaf there).
+  const int leaves_per_pod = pods == 1 ? leaves : pod / leaf;
   if (r != 1 && pods == 1 && leaves == 1) bad(preset, "oversubscription needs more than one leaf switch");
   const double inj = injection_bytes_per_s(node);
   Builder b;

@@ -64,9 +64,15 @@ for t in "${targets[@]}"; do
     printf '%-20s %10s %8s %10s  %s\n' "$t" "${execs:-?}" "${cov:-?}" "$took" "FAILED (exit $rc)"
     failed+=("$t")
     grep -m1 -E 'ERROR: (libFuzzer|AddressSanitizer|LeakSanitizer)|runtime error:|fuzz [a-z_]+: ' "$log" | sed 's/^/    /' || true
+    # The top of the first stack trace and the input itself, so that a CI log alone (whose
+    # build directory is gone) says where it failed and on what.
+    grep -m8 -E '^ +#[0-9]+ 0x' "$log" | sed 's/^ */    /' || true
     for f in "$findings"/*; do
       [ -e "$f" ] || continue
       echo "    input:  $f ($(stat -c %s "$f") bytes)"
+      if [ "$(stat -c %s "$f")" -le 512 ]; then
+        echo "    bytes:  $(od -An -c "$f" | tr -s ' \n' ' ' | head -c 2000)"
+      fi
       echo "    replay: $build/bin/fuzz_$t $f"
     done
     echo "    log:    $log"

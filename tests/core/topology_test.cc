@@ -107,6 +107,25 @@ TEST(Topology, FatTreeLevelsAndOversubscribedPods) {
   EXPECT_EQ(back.route(DeviceId(0), DeviceId(4 * 8 + 1), 3), m.route(DeviceId(0), DeviceId(4 * 8 + 1), 3));
 }
 
+TEST(Topology, FatTreeWithAPartlyFilledLastLeafOrPod) {
+  // 5 nodes on leaves of 4 (the default): two leaves, the second holding one node, both
+  // under the one pod's spine. (It once indexed a second pod that does not exist: found
+  // by the machine_json fuzzer.) And 9 nodes on leaves of 2 in pods of 4: 5 leaves, 3 pods.
+  for (const char* name : {"fat-tree:5xh100-sxm-8", "fat-tree:9xh100-sxm-8,leaf=2,pod=4"}) {
+    Machine m = machine_preset(name);
+    EXPECT_NO_THROW(m.validate()) << name;
+    const int n = m.num_devices();
+    ASSERT_EQ(n % 8, 0);
+    for (int a = 0; a < n; a += 7)
+      for (int b = 0; b < n; b += 5)
+        if (a != b) expect_path(m, a, b, m.route(DeviceId(a), DeviceId(b)));
+  }
+  Machine m = machine_preset("fat-tree:5xh100-sxm-8");
+  auto across = m.route(DeviceId(0), DeviceId(4 * 8));
+  EXPECT_EQ(names(m, across), (std::vector<std::string>{"node0.nic0.tx", "node0.nic0.port.up", "leaf0-spine0.up",
+                                                         "leaf1-spine0.down", "node4.nic0.port.down", "node4.nic0.rx"}));
+}
+
 TEST(Topology, OneLeafFatTreeRoutesExactlyAsClusterDoes) {
   // Same links (names, bandwidths, latencies) on every route, beside the NIC cables:
   // cluster: stays the model of a full-bisection network, and a graph preset with one
