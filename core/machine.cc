@@ -52,6 +52,17 @@ double DeviceType::efficiency_at(double flops) const {
   return lo->efficiency + x * (hi->efficiency - lo->efficiency);
 }
 
+double Link::bytes_per_s_at(double bytes) const {
+  const std::vector<SizeRate>& t = bytes_per_s_by_size;
+  if (t.empty()) return bytes_per_s;
+  if (bytes <= t.front().bytes) return t.front().bytes_per_s;
+  if (bytes >= t.back().bytes) return t.back().bytes_per_s;
+  auto hi = std::upper_bound(t.begin(), t.end(), bytes, [](double b, const SizeRate& p) { return b < p.bytes; });
+  auto lo = hi - 1;
+  const double x = (std::log(bytes) - std::log(lo->bytes)) / (std::log(hi->bytes) - std::log(lo->bytes));
+  return lo->bytes_per_s + x * (hi->bytes_per_s - lo->bytes_per_s);
+}
+
 // ---- routes ---------------------------------------------------------------------
 
 std::vector<LinkId> Machine::route(DeviceId src, DeviceId dst, std::uint32_t channel) const {
@@ -132,6 +143,12 @@ double Machine::route_bytes_per_s(const std::vector<LinkId>& r) const {
   return b;
 }
 
+double Machine::route_bytes_per_s(const std::vector<LinkId>& r, double bytes) const {
+  double b = std::numeric_limits<double>::infinity();
+  for (LinkId l : r) b = std::min(b, link(l).bytes_per_s_at(bytes));
+  return b;
+}
+
 // ---- validation -----------------------------------------------------------------
 
 namespace {
@@ -204,6 +221,15 @@ void Machine::validate(std::string_view what_sv) const {
     if (!names.insert(l.name).second) fail(w, ".name: '", l.name, "' is used by another link");
     if (!finite_positive(l.bytes_per_s)) fail(w, ".bytes_per_s: must be a finite number > 0, got ", l.bytes_per_s);
     if (!finite_non_negative(l.latency_s)) fail(w, ".latency_s: must be a finite number >= 0, got ", l.latency_s);
+    for (std::size_t p = 0; p < l.bytes_per_s_by_size.size(); ++p) {
+      const SizeRate& r = l.bytes_per_s_by_size[p];
+      const std::string wp = w + ".bytes_per_s_by_size[" + std::to_string(p) + "]";
+      if (!finite_positive(r.bytes)) fail(wp, ".bytes: must be a finite number > 0, got ", r.bytes);
+      if (!finite_positive(r.bytes_per_s)) fail(wp, ".bytes_per_s: must be a finite number > 0, got ", r.bytes_per_s);
+      if (p > 0 && !(r.bytes > l.bytes_per_s_by_size[p - 1].bytes))
+        fail(wp, ".bytes: must be larger than the point before it (", l.bytes_per_s_by_size[p - 1].bytes, "), got ",
+             r.bytes);
+    }
   }
   if (hosts.empty()) fail(what, ".hosts: at least one host is required");
   for (std::size_t i = 0; i < hosts.size(); ++i) {
@@ -514,7 +540,10 @@ Machine make_cluster(const Machine& node, int nodes, double oversubscription) {
     const std::string prefix = "node" + std::to_string(n);
     const auto base = static_cast<std::int32_t>(m.links.size());
     link_base.push_back(base);
-    for (const Link& l : node.links) m.links.push_back(Link{prefixed(prefix, l.name), l.kind, l.bytes_per_s, l.latency_s});
+    for (const Link& l : node.links) {
+      m.links.push_back(Link{prefixed(prefix, l.name), l.kind, l.bytes_per_s, l.latency_s});
+      m.links.back().bytes_per_s_by_size = l.bytes_per_s_by_size;
+    }
     Host h = node.hosts[0];
     h.name = prefix;
     h.network_out = shift(h.network_out, base);
@@ -666,6 +695,11 @@ json to_json(const Machine& m) {
                      {"kind", std::string(to_string(l.kind))},
                      {"bytes_per_s", l.bytes_per_s},
                      {"latency_s", l.latency_s}});
+    if (!l.bytes_per_s_by_size.empty()) {
+      json by_size = json::array();
+      for (const SizeRate& r : l.bytes_per_s_by_size) by_size.push_back({{"bytes", r.bytes}, {"bytes_per_s", r.bytes_per_s}});
+      links.back()["bytes_per_s_by_size"] = std::move(by_size);
+    }
     if (l.from != kNoNode) links.back()["from"] = m.node_name(l.from);
     if (l.to != kNoNode) links.back()["to"] = m.node_name(l.to);
   }
@@ -763,6 +797,13 @@ Machine machine_from_json(const json& j, std::string_view what_sv) {
     l.kind = lj.contains("kind") ? parse_link_kind(string_field(lj, "kind", w), w + ".kind") : LinkKind::custom;
     l.bytes_per_s = number_field(lj, "bytes_per_s", w);
     l.latency_s = number_field_or(lj, "latency_s", w, 0.0);
+    const json& by_size = array_field_or_empty(lj, "bytes_per_s_by_size", w);
+    for (std::size_t p = 0; p < by_size.size(); ++p) {
+      const std::string wp = w + ".bytes_per_s_by_size[" + std::to_string(p) + "]";
+      if (!by_size[p].is_object())
+        fail(wp, ": expected {\"bytes\": ..., \"bytes_per_s\": ...}, got ", json_read::describe(by_size[p]));
+      l.bytes_per_s_by_size.push_back({number_field(by_size[p], "bytes", wp), number_field(by_size[p], "bytes_per_s", wp)});
+    }
     if (lj.contains("from")) link_ends[i].first = string_field(lj, "from", w);
     if (lj.contains("to")) link_ends[i].second = string_field(lj, "to", w);
     if (!link_by_name.emplace(l.name, static_cast<std::int32_t>(i)).second)

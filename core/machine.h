@@ -33,7 +33,8 @@
 //                      "memory_bytes_per_s": 1e12, "memory_capacity_bytes": 1e10,
 //                      "launch_latency_s": 0, "sm_count": 100, "efficiency": [[1e6, 0.5], [1e9, 1]]}],
 //    "hosts": [{"name": "node0", "memory_capacity_bytes": 1e12, "network_out": [], "network_in": []}],
-//    "links": [{"name": "l01", "kind": "nvlink", "bytes_per_s": 1e11, "latency_s": 1e-6}, ...],
+//    "links": [{"name": "l01", "kind": "nvlink", "bytes_per_s": 1e11, "latency_s": 1e-6,
+//               "bytes_per_s_by_size": [{"bytes": 65536, "bytes_per_s": 4e10}, ...]}, ...],
 //    "devices": [{"type": "gpu", "host": 0, "fabric_out": ["l01"], "fabric_in": ["l30"],
 //                 "network_out": [], "network_in": []}, ...],
 //    "routes": [{"src": 0, "dst": 1, "links": ["l01"]}, ...],
@@ -45,7 +46,9 @@
 //    "barrier_latency_s": 0}
 // Optional fields: a device type's peak_flops_per_s entries (a dtype left out cannot be
 // simulated), launch_latency_s (0), sm_count (0), efficiency ([] = 1); a device's link
-// lists ([]); hosts (one host "host0" when left out); routes ([]); interference (the
+// lists ([]); a link's bytes_per_s_by_size ([]: bytes_per_s at every size; points with
+// bytes > 0 rising from point to point and bytes_per_s > 0); hosts (one host "host0" when
+// left out); routes ([]); interference (the
 // defaults below); barrier_latency_s (0); and a device type's CPU-worker fields (0 or
 // false: not modelled): generic_flops_per_s, transcendental_flops_per_s, single_lane,
 // cache_capacity_bytes, cache_bytes_per_s, outer_cache_capacity_bytes,
@@ -82,6 +85,13 @@ enum class LinkKind : std::uint8_t { nvlink, pcie, nic, network, memory, custom 
 // A node of the topology graph: device d is node d, switch s is node num_devices() + s.
 inline constexpr std::int32_t kNoNode = -1;
 
+// The rate one transfer of `bytes` reaches over a link (Link::bytes_per_s_by_size).
+struct SizeRate {
+  double bytes = 0;
+  double bytes_per_s = 0;
+  friend bool operator==(const SizeRate&, const SizeRate&) = default;
+};
+
 struct Link {
   std::string name;
   LinkKind kind = LinkKind::custom;
@@ -90,6 +100,16 @@ struct Link {
   // Its ends in the topology graph (core/topology.h), or kNoNode for both on machines
   // that route by the device and host link lists.
   std::int32_t from = kNoNode, to = kNoNode;
+  // The rate of one transfer by its size, where it depends on the size (a CPU's memory
+  // copy of a buffer that fits in its caches runs several times faster than one that
+  // streams through RAM); sorted by bytes, empty: bytes_per_s at every size. Evicts and
+  // loads (sim/offload.h), which share no bandwidth, take it (bytes_per_s_at); moves
+  // keep bytes_per_s, the capacity the network model shares between them.
+  std::vector<SizeRate> bytes_per_s_by_size{};
+
+  // bytes_per_s_by_size interpolated linearly in log(bytes) between its points,
+  // constant beyond its ends; bytes_per_s when it is empty.
+  [[nodiscard]] double bytes_per_s_at(double bytes) const;
   friend bool operator==(const Link&, const Link&) = default;
 };
 
@@ -346,6 +366,9 @@ struct Machine {
   [[nodiscard]] std::vector<LinkId> host_route(DeviceId d, bool to_host) const;
   [[nodiscard]] double route_latency_s(const std::vector<LinkId>& route) const;
   [[nodiscard]] double route_bytes_per_s(const std::vector<LinkId>& route) const;
+  // The rate of one transfer of `bytes` alone on `route`: its slowest link's
+  // bytes_per_s_at(bytes) (evicts and loads).
+  [[nodiscard]] double route_bytes_per_s(const std::vector<LinkId>& route, double bytes) const;
   // Throws Error naming the field ("machine.links[2].bytes_per_s: ...") when a figure is
   // missing, negative or out of range, or an index points nowhere.
   void validate(std::string_view what = "machine") const;

@@ -153,6 +153,10 @@ struct CpuCalibrator::State {
           });
     });
 
+    // A worker's copy of a whole buffer into another of its memory, as evicts and loads
+    // are made, at sizes from within the per-core cache to past the last-level one.
+    for (std::int64_t bytes : copy_sizes) probes.emplace_back(copy_size_probe(bytes));
+
     // Executor overhead: tiny tasks through the real executor; seconds per task, as every
     // worker runs its share of the compute tasks one after the other.
     map_chain(4, 2048, 2048, overhead_graph, overhead_tg, overhead_inputs);
@@ -219,6 +223,35 @@ struct CpuCalibrator::State {
     // kShortCols): their time beyond the generic rate, per row.
     for (const Einsum& e : short_rows) probes.emplace_back(generic_probe(e));
     samples.resize(probes.size());
+  }
+
+  // A copy of `bytes` from one buffer of a worker into another, every worker at once
+  // (the symmetric plans' workers load alike), each call right after the worker has
+  // written twice its per-core cache of other memory, as the kernel profiler's cold calls
+  // (runtime/profile.h): in a task graph the buffer an evict or load copies was last
+  // touched tasks ago. A hot loop of the same copy ran twice as fast as the LLaMA
+  // block's loads of 0.7 MiB; this state is close to them (2026-11-25).
+  std::function<double()> copy_size_probe(std::int64_t bytes) {
+    return [this, bytes] {
+      const auto count = static_cast<std::size_t>(bytes / 4);
+      const auto nw = static_cast<std::size_t>(n);
+      std::vector<std::vector<float>> src(nw), dst(nw), evict(nw);
+      auto setup = [&](int w) {
+        src[static_cast<std::size_t>(w)].assign(count, 1.f);
+        dst[static_cast<std::size_t>(w)].assign(count, 0.f);
+        evict[static_cast<std::size_t>(w)].assign(static_cast<std::size_t>(2 * c.cache_capacity_bytes / 4), 0.f);
+      };
+      auto before = [&](int w) {
+        std::vector<float>& e = evict[static_cast<std::size_t>(w)];
+        const float v = e[0] + 1.f;
+        std::fill(e.begin(), e.end(), v);
+      };
+      auto body = [&](int w) {
+        const std::vector<float>& from = src[static_cast<std::size_t>(w)];
+        std::copy(from.begin(), from.end(), dst[static_cast<std::size_t>(w)].begin());
+      };
+      return per_call_seconds_after(n, o.seconds_per_point, static_cast<double>(bytes) / 1e10, setup, before, body);
+    };
   }
 
   std::function<double()> in_cache_probe(std::int64_t rows_, Rect half) {
@@ -313,6 +346,7 @@ struct CpuCalibrator::State {
     if (r.outer_cache_capacity_bytes > 0) r.outer_cache_bytes_per_s = outer;
     r.copy_bytes_per_s_alone = static_cast<double>(kCopyCount) * 4 / seconds[k++];
     r.copy_bytes_per_s_shared = static_cast<double>(kCopyCount) * 4 / seconds[k++];
+    for (std::int64_t bytes : copy_sizes) r.copy_by_size.push_back({bytes, static_cast<double>(bytes) / seconds[k++]});
     r.task_overhead_s = seconds[k++];
     r.barrier_latency_s = seconds[k++];
     {
@@ -341,6 +375,10 @@ struct CpuCalibrator::State {
   static constexpr std::int64_t kRowProbeCols = 8;  // 32-byte rows
   std::int64_t row_rows = 0;                         // rows the row probe copies
   static constexpr std::size_t kCopyCount = std::size_t{8} << 20;       // 32 MiB of floats: past the caches
+  // Copies by size: 16 KiB to 64 MiB, a factor of 4 apart.
+  const std::vector<std::int64_t> copy_sizes = {std::int64_t{16} << 10, std::int64_t{64} << 10, std::int64_t{256} << 10,
+                                                std::int64_t{1} << 20,  std::int64_t{4} << 20,  std::int64_t{16} << 20,
+                                                std::int64_t{64} << 20};
   const CalibrationOptions o;
   const int n;
   Calibration c;
@@ -423,10 +461,22 @@ Machine machine_from_calibration(const Calibration& c) {
   // receiver's way in: alone a copy runs at the single-copy rate; all at once they
   // share the bus at the rate measured with every worker copying.
   LinkId bus = add_link("memory-bus", std::max(c.copy_bytes_per_s_alone, c.copy_bytes_per_s_shared * c.devices));
+  // Evicts and loads are copies of a whole buffer within the worker's own memory (its
+  // arena and its host arena): links of their own, at the rate measured for a copy of
+  // each size (a buffer within the caches copies several times faster than one through
+  // RAM), which the simulator takes for each evict and load alone.
+  std::vector<SizeRate> by_size;
+  for (const auto& p : c.copy_by_size) by_size.push_back({static_cast<double>(p.bytes), p.bytes_per_s});
   for (int d = 0; d < c.devices; ++d) {
     Device dev;
-    dev.fabric_out = {add_link("worker" + std::to_string(d) + ".out", c.copy_bytes_per_s_alone), bus};
-    dev.fabric_in = {add_link("worker" + std::to_string(d) + ".in", c.copy_bytes_per_s_alone)};
+    const std::string w = "worker" + std::to_string(d);
+    dev.fabric_out = {add_link(w + ".out", c.copy_bytes_per_s_alone), bus};
+    dev.fabric_in = {add_link(w + ".in", c.copy_bytes_per_s_alone)};
+    for (auto* host : {&dev.host_out, &dev.host_in}) {
+      *host = {add_link(w + (host == &dev.host_out ? ".host_out" : ".host_in"),
+                        by_size.empty() ? c.copy_bytes_per_s_alone : by_size.back().bytes_per_s)};
+      m.links.back().bytes_per_s_by_size = by_size;
+    }
     m.devices.push_back(std::move(dev));
   }
   m.interference = Interference::none();  // one lane per device: nothing overlaps on a worker
@@ -438,6 +488,8 @@ Machine machine_from_calibration(const Calibration& c) {
 nlohmann::json to_json(const Calibration& c) {
   nlohmann::json gemm = nlohmann::json::array();
   for (const auto& p : c.gemm) gemm.push_back({{"size", p.size}, {"flops", p.flops}, {"flops_per_s", p.flops_per_s}});
+  nlohmann::json by_size = nlohmann::json::array();
+  for (const auto& p : c.copy_by_size) by_size.push_back({{"bytes", p.bytes}, {"bytes_per_s", p.bytes_per_s}});
   return {{"devices", c.devices},
           {"gemm", gemm},
           {"peak_flops_per_s", c.peak_flops_per_s},
@@ -450,6 +502,7 @@ nlohmann::json to_json(const Calibration& c) {
           {"outer_cache_bytes_per_s", c.outer_cache_bytes_per_s},
           {"copy_bytes_per_s_alone", c.copy_bytes_per_s_alone},
           {"copy_bytes_per_s_shared", c.copy_bytes_per_s_shared},
+          {"copy_bytes_per_s_by_size", by_size},
           {"copy_row_s", c.copy_row_s},
           {"generic_row_s", c.generic_row_s},
           {"task_overhead_s", c.task_overhead_s},

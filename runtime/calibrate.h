@@ -13,7 +13,9 @@
 //               caches, within the per-core cache, and within this worker's share of
 //               the last-level cache
 //   copies      copies between device memories, one alone and all workers at once →
-//               the bandwidth of a memory bus that concurrent copies share
+//               the bandwidth of a memory bus that concurrent copies share; a worker's
+//               copy of a whole buffer within its memory by the buffer's size (16 KiB
+//               to 64 MiB) → the rate of evicts and loads by size
 //   rows        a strided copy of short rows within the per-core cache → seconds per
 //               row beyond what its bytes take at the cache's bandwidth; generic kernels
 //               over short rows → seconds per row beyond what their flops take
@@ -54,6 +56,13 @@ struct Calibration {
   double outer_cache_bytes_per_s = 0;   // per worker, bytes read + written within that share
   double copy_bytes_per_s_alone = 0;    // one copy between device memories, nothing else running
   double copy_bytes_per_s_shared = 0;   // per copy, when every worker copies at once
+  // A worker's copy of one whole buffer into another of its memory, as evicts and loads
+  // are made, by the buffer's bytes (rising): small buffers stay in the caches.
+  struct CopySizePoint {
+    std::int64_t bytes = 0;
+    double bytes_per_s = 0;
+  };
+  std::vector<CopySizePoint> copy_by_size;
   double copy_row_s = 0;                // per contiguous run of a strided copy, beside its bytes
   double generic_row_s = 0;             // per row of a generic kernel's block, beside its flops
   double task_overhead_s = 0;           // executor bookkeeping per task

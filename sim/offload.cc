@@ -9,7 +9,8 @@ SimTime host_copy_ps(const Machine& m, const Task& t, std::vector<std::int64_t>&
   const std::vector<LinkId> route = m.host_route(t.device, t.kind == TaskKind::evict);
   for (LinkId l : route)
     link_bytes[l.index()] = checked_add(link_bytes[l.index()], t.bytes, "simulate: bytes over one link");
-  const double bw = m.route_bytes_per_s(route);
+  // One copy alone on its route: the rate its size reaches (Link::bytes_per_s_by_size).
+  const double bw = m.route_bytes_per_s(route, static_cast<double>(t.bytes));
   const double s = m.route_latency_s(route) + (t.bytes > 0 ? static_cast<double>(t.bytes) / bw : 0.0);
   return to_sim_time(s);
 }

@@ -5,9 +5,10 @@
 // directional, PCIe is full duplex and a GPU has copy engines for each direction: a load
 // and an evict run at once, and neither waits for touches; their time counts as the copy
 // lane's; on a single-lane CPU worker they run on the worker) and take the latency of
-// the device's host route plus its bytes over the route's slowest link
-// (Machine::host_route: the PCIe link of the GPU presets, per direction; a CPU worker's
-// memory copy). The bytes are counted on those links, but the copy does not
+// the device's host route plus its bytes at the rate of the route's slowest link for a
+// copy of that size (Machine::host_route: the PCIe link of the GPU presets, per
+// direction; a CPU worker's memory copy, whose rate by size `tessel calibrate` measures:
+// Link::bytes_per_s_by_size). The bytes are counted on those links, but the copy does not
 // share their bandwidth with moves that cross them at the same time (on the presets
 // with NVLink no move crosses a GPU's PCIe link). Host buffers are not device memory;
 // every host's RAM must hold all the host buffers of its devices at once.

@@ -93,6 +93,7 @@ TEST(Machine, JsonRoundTripsEveryPreset) {
     m.barrier_latency_s = 2.5e-6;
     m.device_types[0].copy_row_s = 4.5e-9;
     m.device_types[0].generic_row_s = 1.5e-8;
+    m.links[0].bytes_per_s_by_size = {{65536, 4e10}, {1 << 26, 6e9}};
     Machine back = machine_from_json(json::parse(to_json(m).dump()), name);
     EXPECT_EQ(back, m) << name;
   }
@@ -183,6 +184,44 @@ TEST(Machine, BadJsonNamesTheField) {
   j["device_types"][0]["outer_cache_capacity_bytes"] = 1 << 20;
   j["device_types"][0]["outer_cache_bytes_per_s"] = 5e10;
   expect_error(j, "m.json.device_types[0].outer_cache_capacity_bytes: must exceed cache_capacity_bytes");
+  // A link's rates by transfer size: objects of bytes > 0 rising and bytes_per_s > 0.
+  j = ring_json();
+  j["links"][0]["bytes_per_s_by_size"] = json::array({json::array({65536, 4e10})});
+  expect_error(j, "m.json.links[0].bytes_per_s_by_size[0]: expected {\"bytes\": ..., \"bytes_per_s\": ...}");
+  j = ring_json();
+  j["links"][1]["bytes_per_s_by_size"] = {{{"bytes", 65536}, {"bytes_per_s", 4e10}}, {{"bytes", 1e6}}};
+  expect_error(j, "m.json.links[1].bytes_per_s_by_size[1]: missing field \"bytes_per_s\"");
+  j = ring_json();
+  j["links"][1]["bytes_per_s_by_size"] = {{{"bytes", 65536}, {"bytes_per_s", -1}}};
+  expect_error(j, "m.json.links[1].bytes_per_s_by_size[0].bytes_per_s: must be a finite number > 0, got -1");
+  j = ring_json();
+  j["links"][1]["bytes_per_s_by_size"] = {{{"bytes", 0}, {"bytes_per_s", 1e9}}};
+  expect_error(j, "m.json.links[1].bytes_per_s_by_size[0].bytes: must be a finite number > 0, got 0");
+  j = ring_json();
+  j["links"][2]["bytes_per_s_by_size"] = {{{"bytes", 1e6}, {"bytes_per_s", 1e9}}, {{"bytes", 1e6}, {"bytes_per_s", 2e9}}};
+  expect_error(j, "m.json.links[2].bytes_per_s_by_size[1].bytes: must be larger than the point before it (1e+06)");
+  j = ring_json();
+  j["links"][2]["bytes_per_s_by_size"] = "fast";
+  expect_error(j, "m.json.links[2].bytes_per_s_by_size");
+}
+
+TEST(Machine, ALinksRateBySizeIsLogLinearBetweenPointsAndFlatBeyond) {
+  Link l{"l", LinkKind::memory, 5e9, 0};
+  EXPECT_DOUBLE_EQ(l.bytes_per_s_at(1e3), 5e9);  // no table: bytes_per_s at every size
+  l.bytes_per_s_by_size = {{1e4, 4e10}, {1e6, 2e10}, {1e8, 6e9}};
+  EXPECT_DOUBLE_EQ(l.bytes_per_s_at(1e3), 4e10);
+  EXPECT_DOUBLE_EQ(l.bytes_per_s_at(1e4), 4e10);
+  EXPECT_NEAR(l.bytes_per_s_at(1e5), 3e10, 1e-3);  // halfway in log(bytes) between 1e4 and 1e6
+  EXPECT_DOUBLE_EQ(l.bytes_per_s_at(1e6), 2e10);
+  EXPECT_NEAR(l.bytes_per_s_at(1e7), 1.3e10, 1e-3);
+  EXPECT_DOUBLE_EQ(l.bytes_per_s_at(1e9), 6e9);
+  // A route's rate for one transfer is its slowest link's at that size.
+  Machine m = machine_preset("cpu:2");
+  m.links[0].bytes_per_s_by_size = l.bytes_per_s_by_size;
+  const double other = m.links[1].bytes_per_s;
+  EXPECT_DOUBLE_EQ(m.route_bytes_per_s({LinkId(0), LinkId(1)}, 1e5), std::min(3e10, other));
+  EXPECT_DOUBLE_EQ(m.route_bytes_per_s({LinkId(0)}, 1e9), 6e9);
+  EXPECT_DOUBLE_EQ(m.route_bytes_per_s({LinkId(0)}), m.links[0].bytes_per_s);  // moves: the capacity
 }
 
 TEST(Machine, UnknownPresetListsThePresets) {

@@ -41,7 +41,22 @@ TEST(CpuCalibrator, EveryPointIsMeasuredEachRoundAndTheResultMakesAValidMachine)
   } else {
     EXPECT_EQ(c.outer_cache_bytes_per_s, 0);
   }
+  ASSERT_EQ(c.copy_by_size.size(), 7u);  // 16 KiB to 64 MiB
+  for (std::size_t i = 0; i < c.copy_by_size.size(); ++i) {
+    EXPECT_GT(c.copy_by_size[i].bytes_per_s, 0) << c.copy_by_size[i].bytes;
+    if (i > 0) EXPECT_GT(c.copy_by_size[i].bytes, c.copy_by_size[i - 1].bytes);
+  }
   Machine m = machine_from_calibration(c);
+  // Evicts and loads cross a link of their own per worker and direction, carrying the
+  // copy rates by size.
+  for (int d = 0; d < 2; ++d)
+    for (bool to_host : {true, false}) {
+      const std::vector<LinkId> r = m.host_route(DeviceId(d), to_host);
+      ASSERT_EQ(r.size(), 1u);
+      const Link& l = m.link(r[0]);
+      ASSERT_EQ(l.bytes_per_s_by_size.size(), c.copy_by_size.size()) << l.name;
+      EXPECT_DOUBLE_EQ(l.bytes_per_s_at(1 << 20), c.copy_by_size[3].bytes_per_s) << l.name;
+    }
   EXPECT_EQ(m.device_types[0].outer_cache_capacity_bytes, c.outer_cache_capacity_bytes);
   EXPECT_EQ(m.num_devices(), 2);
   EXPECT_EQ(m.barrier_latency_s, c.barrier_latency_s);

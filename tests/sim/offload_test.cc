@@ -95,5 +95,25 @@ TEST(SimOffload, ALoadDoesNotWaitForTouches) {
   EXPECT_EQ(load.lane, Lane::copy);  // accounted as copy time
 }
 
+// With a rate by size on the host link, a load of S bytes takes the route's latency plus
+// S over the link's rate at S (log-linear between the points), whatever bytes_per_s says.
+TEST(SimOffload, ALoadTakesItsSizesRateFromTheHostLinksTable) {
+  Machine m = bare_machine(1, 1e12, 1e9);
+  m.devices[0].host_in = {add_link(m, "h2d", 1e9, 2e-6)};
+  m.devices[0].host_out = {add_link(m, "d2h", 1e9, 0)};
+  m.links[m.devices[0].host_in[0].index()].bytes_per_s_by_size = {{1e4, 8e9}, {1e8, 2e9}};
+  for (std::int64_t bytes : {std::int64_t{1000}, std::int64_t{10'000}, std::int64_t{1'000'000}, std::int64_t{1'000'000'000}}) {
+    TaskGraph tg = loads_and_evicts(1, 0);
+    for (Task& t : tg.tasks)
+      if (t.kind == TaskKind::load) t.bytes = bytes;
+    const auto b = static_cast<double>(bytes);
+    // 8 GB/s up to 1e4 bytes, 2 GB/s from 1e8 on, and at 1e6 (halfway in log) 5 GB/s.
+    const double rate = b <= 1e4 ? 8e9 : b >= 1e8 ? 2e9 : 5e9;
+    EXPECT_NEAR(simulate(tg, m, SimOptions{}).makespan_s, 2e-6 + b / rate, 1e-11) << bytes;
+  }
+  // An evict over the link without a table keeps its bytes_per_s.
+  EXPECT_NEAR(simulate(loads_and_evicts(0, 1), m, SimOptions{}).makespan_s, 1e-3, 1e-11);
+}
+
 }  // namespace
 }  // namespace tessel::sim
