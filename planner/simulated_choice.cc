@@ -305,11 +305,14 @@ Partitioning simulated_best(const Graph& g, const PlanOptions& o, const Partitio
   // left on 1,024 devices: q's 256 sites became 1,024 in two rounds (0.372 → 0.330 ms);
   // on 64 and 256 devices the scores' sites (0.662 → 0.651, 0.400 → 0.394 ms).
   const auto consumers = g.consumers();
+  std::vector<NodeId> tried;  // einsums whose finer aggregation gained nothing
   for (int round = 0; round < kRefineFinishRounds && !r.spent(); ++round) {
     NodeId busiest;
     double most = 0;
     for (const auto& [f, id] : order) {
-      if (!splits_aggregation(g, id, r.best().join[id.index()])) continue;
+      if (!splits_aggregation(g, id, r.best().join[id.index()]) ||
+          std::find(tried.begin(), tried.end(), id) != tried.end())
+        continue;
       const double sent = busiest_site(g, r.best_decomposition(), id, consumers[id.index()]);
       if (sent > most) most = sent, busiest = id;
     }
@@ -317,7 +320,7 @@ Partitioning simulated_best(const Graph& g, const PlanOptions& o, const Partitio
     bool gain = false;
     for (std::size_t a = 0; a < static_cast<std::size_t>(g.out_rank(busiest)) && !gain && !r.spent(); ++a)
       gain = attempt({busiest, a, kFiner});
-    if (!gain) break;
+    if (!gain) tried.push_back(busiest);
   }
   return r.result();
 }
