@@ -126,7 +126,11 @@ inline constexpr int kRefineFinishRounds = 4;
 // of one einsum at a time, each placed under options.placement (weights made resident as
 // plan() does) and simulated, the fastest kept, until a pass gains nothing, the work
 // above is spent or options.cancel is set. Each pass tries first the moves that gained
-// in earlier passes (the latest first), then every other in a fixed order. Under
+// in earlier passes (the latest first), then every other in a fixed order; where the
+// budget holds fewer simulations of the DP's plan than that order has moves for it (so
+// that one pass cannot finish: 1,024 devices and more, 256 fetched), the first pass
+// begins with the resplits that lower the DP's own cost of the plan (dp_total), the most
+// first. Under
 // round-robin, where the budget holds at least five simulations of its size, the DP's plan
 // is also simulated with its nodes of fewer blocks than devices
 // spread over them (place()'s `spread`), the faster placement kept for the climb and
@@ -135,8 +139,8 @@ inline constexpr int kRefineFinishRounds = 4;
 // hold two): data-parallel's plan at batch 1 while one simulation is small
 // (with a batch it is a start of the climb), and the einsum whose busiest aggregation
 // site sends the most aggregated into a partition twice as fine along one output index,
-// the first that gains, for up to kRefineFinishRounds einsums in turn (it ends at the first
-// einsum none of whose indices gains). Plans equal once placed
+// the first that gains, for up to kRefineFinishRounds einsums in turn (an einsum none of
+// whose indices gains is set aside, and the next busiest tried). Plans equal once placed
 // are simulated once; each simulation stops once it cannot beat the fastest so far
 // (sim::SimOptions::stop_after_s). `dp` itself when it cannot be simulated or nothing is
 // faster; where the result is spread, its devices are given (Partitioning::devices).

@@ -1,6 +1,7 @@
 // eindecomp -m's refinement by simulated makespan (eindecomp.h).
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <utility>
 
 #include "core/error.h"
@@ -199,40 +200,78 @@ Partitioning simulated_best(const Graph& g, const PlanOptions& o, const Partitio
   for (std::size_t a = 0; a < rank; ++a)
     for (std::size_t b = 0; b < rank; ++b)
       for (std::size_t i = 0; i < order.size() && a != b; ++i) fixed.push_back({order[i].second, a, b});
-  // `m` applied to the fastest plan so far and simulated; true when it is faster.
-  auto attempt = [&](const Move& m) {
+  // `m`, a resplit, applied to the fastest plan so far; none where it does not apply.
+  auto resplit = [&](const Move& m) -> std::optional<Partitioning> {
     const Shape js = g.join_shape(m.id);
     Partitioning p = r.best();
-    const Parts& join = p.join[m.id.index()];
-    if (m.b == kFiner) {
-      const auto out_rank = static_cast<std::size_t>(g.out_rank(m.id));
-      if (m.a >= out_rank || !splits_aggregation(g, m.id, join)) return false;
-      if (p.output.empty()) p.output.assign(g.size(), {});
-      Parts& out = p.output[m.id.index()];
-      if (out.empty()) out.assign(join.begin(), join.begin() + static_cast<std::ptrdiff_t>(out_rank));
-      std::int64_t blocks = 1;
-      for (int x : out) blocks *= x;
-      if (static_cast<std::int64_t>(out[m.a]) * 2 > js[m.a] ||
-          blocks * 2 > static_cast<std::int64_t>(o.devices) * o.blocks_per_device)
-        return false;
-      out[m.a] *= 2;
-      return r.offer(p, r.best_spread());
-    }
     Parts& parts = p.join[m.id.index()];
     if (std::max(m.a, m.b) >= js.size() || parts[m.a] % 2 != 0 || static_cast<std::int64_t>(parts[m.b]) * 2 > js[m.b])
-      return false;
+      return std::nullopt;
     parts[m.a] /= 2;
     parts[m.b] *= 2;
     if (!p.output.empty()) p.output[m.id.index()].clear();
     fill_unplanned(g, p.join, p.output);
+    return p;
+  };
+  // `m` applied to the fastest plan so far and simulated; true when it is faster.
+  auto attempt = [&](const Move& m) {
+    if (m.b != kFiner) {
+      const auto p = resplit(m);
+      return p && r.offer(*p, r.best_spread());
+    }
+    const Shape js = g.join_shape(m.id);
+    Partitioning p = r.best();
+    const Parts& join = p.join[m.id.index()];
+    const auto out_rank = static_cast<std::size_t>(g.out_rank(m.id));
+    if (m.a >= out_rank || !splits_aggregation(g, m.id, join)) return false;
+    if (p.output.empty()) p.output.assign(g.size(), {});
+    Parts& out = p.output[m.id.index()];
+    if (out.empty()) out.assign(join.begin(), join.begin() + static_cast<std::ptrdiff_t>(out_rank));
+    std::int64_t blocks = 1;
+    for (int x : out) blocks *= x;
+    if (static_cast<std::int64_t>(out[m.a]) * 2 > js[m.a] ||
+        blocks * 2 > static_cast<std::int64_t>(o.devices) * o.blocks_per_device)
+      return false;
+    out[m.a] *= 2;
     return r.offer(p, r.best_spread());
   };
+  // Where the budget holds fewer simulations of the DP's plan than the fixed order has
+  // moves for it, the climb cannot finish one pass and what it tries first decides the
+  // result: there the first pass begins with the resplits that lower the DP's own cost
+  // of the plan (make_dp_cost, dp_total), the most first. The DP's plan is not always a
+  // local minimum of that cost: its DAG step runs out of reruns on large graphs before it
+  // reaches the later shared nodes (the LLaMA-65B block on 64–1,024 devices: the FFN's
+  // norm, split 16 ways along the model dimension where its consumers read it in 2,
+  // costs 3–8% more than split along the sequence instead). Such a move is a likely
+  // gain, yet it sits deep in the fixed order (elementwise, few flops): on 1,024 devices
+  // with resident weights it took the climb from 0.546 to 0.522 ms as its first move, and
+  // the refinement ended at 0.311 ms instead of 0.330. Where the budget holds a whole
+  // pass, the order is left as it was (one pass reaches every move anyway, and the
+  // climb's long path is sensitive to its first steps: on 64 devices the same start
+  // ended 1% behind).
+  std::vector<Move> first;
+  const auto valid = std::count_if(fixed.begin(), fixed.end(), [&](const Move& m) { return resplit(m).has_value(); });
+  if (r.budget_runs() < static_cast<double>(valid)) {
+    const auto cost = make_dp_cost(g, o);
+    const double base = dp_total(g, r.best(), *cost);
+    std::vector<std::pair<double, Move>> lower;
+    for (const Move& m : fixed)
+      if (const auto p = resplit(m)) {
+        const double c = dp_total(g, *p, *cost);
+        if (c < base) lower.emplace_back(c, m);
+      }
+    std::stable_sort(lower.begin(), lower.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+    for (const auto& [c, m] : lower) first.push_back(m);
+  }
   std::vector<Move> gained;  // moves that gained, the latest first
   for (bool improved = true; improved && !r.spent();) {
     improved = false;
     std::vector<Move> pass = gained;
+    for (const Move& m : first)
+      if (std::find(pass.begin(), pass.end(), m) == pass.end()) pass.push_back(m);
+    first.clear();
     for (const Move& m : fixed)
-      if (std::find(gained.begin(), gained.end(), m) == gained.end()) pass.push_back(m);
+      if (std::find(pass.begin(), pass.end(), m) == pass.end()) pass.push_back(m);
     for (std::size_t i = 0; i < pass.size() && !r.spent(); ++i) {
       if (!attempt(pass[i])) continue;
       improved = true;
@@ -257,19 +296,24 @@ Partitioning simulated_best(const Graph& g, const PlanOptions& o, const Partitio
   // Then the einsum whose busiest aggregation site sends the most (busiest_site) has its
   // partials aggregated into a finer partition (EinDecomp's post-aggregation partition),
   // one output index after another, the first that gains kept, for up to
-  // kRefineFinishRounds einsums in turn. Round-robin sums each output block on its first
+  // kRefineFinishRounds einsums in turn (one where no index gains is set aside and the
+  // next busiest tried). Round-robin sums each output block on its first
   // partial's device, so an einsum of P partials has only blocks/P sites, each sending
   // the whole block to every reader; aggregated twice as fine, twice the sites share
   // the sends. The climb's resplits cannot reach it (each clears the aggregation
   // target). On the LLaMA-65B block (resident weights) it was the largest single gain
-  // left on 1,024 devices: q's 256 sites became 1,024 in two rounds (0.372 → 0.330 ms);
+  // left on 1,024 devices: q's 256 sites became 1,024 in two rounds (0.372 → 0.330 ms
+  // before the climb tried the DP-cost-lowering moves first, 0.348 → 0.311 ms since);
   // on 64 and 256 devices the scores' sites (0.662 → 0.651, 0.400 → 0.394 ms).
   const auto consumers = g.consumers();
+  std::vector<NodeId> tried;  // einsums whose finer aggregation gained nothing
   for (int round = 0; round < kRefineFinishRounds && !r.spent(); ++round) {
     NodeId busiest;
     double most = 0;
     for (const auto& [f, id] : order) {
-      if (!splits_aggregation(g, id, r.best().join[id.index()])) continue;
+      if (!splits_aggregation(g, id, r.best().join[id.index()]) ||
+          std::find(tried.begin(), tried.end(), id) != tried.end())
+        continue;
       const double sent = busiest_site(g, r.best_decomposition(), id, consumers[id.index()]);
       if (sent > most) most = sent, busiest = id;
     }
@@ -277,7 +321,7 @@ Partitioning simulated_best(const Graph& g, const PlanOptions& o, const Partitio
     bool gain = false;
     for (std::size_t a = 0; a < static_cast<std::size_t>(g.out_rank(busiest)) && !gain && !r.spent(); ++a)
       gain = attempt({busiest, a, kFiner});
-    if (!gain) break;
+    if (!gain) tried.push_back(busiest);
   }
   return r.result();
 }
