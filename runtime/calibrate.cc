@@ -346,7 +346,10 @@ struct CpuCalibrator::State {
     if (r.outer_cache_capacity_bytes > 0) r.outer_cache_bytes_per_s = outer;
     r.copy_bytes_per_s_alone = static_cast<double>(kCopyCount) * 4 / seconds[k++];
     r.copy_bytes_per_s_shared = static_cast<double>(kCopyCount) * 4 / seconds[k++];
-    for (std::int64_t bytes : copy_sizes) r.copy_by_size.push_back({bytes, static_cast<double>(bytes) / seconds[k++]});
+    for (std::int64_t bytes : copy_sizes) {
+      const auto b = static_cast<double>(bytes);
+      r.copy_by_size.push_back({b, b / seconds[k++]});
+    }
     r.task_overhead_s = seconds[k++];
     r.barrier_latency_s = seconds[k++];
     {
@@ -465,18 +468,19 @@ Machine machine_from_calibration(const Calibration& c) {
   // arena and its host arena): links of their own, at the rate measured for a copy of
   // each size (a buffer within the caches copies several times faster than one through
   // RAM), which the simulator takes for each evict and load alone.
-  std::vector<SizeRate> by_size;
-  for (const auto& p : c.copy_by_size) by_size.push_back({static_cast<double>(p.bytes), p.bytes_per_s});
+  const auto host_link = [&](const std::string& name) {
+    const LinkId l =
+        add_link(name, c.copy_by_size.empty() ? c.copy_bytes_per_s_alone : c.copy_by_size.back().bytes_per_s);
+    m.links.back().bytes_per_s_by_size = c.copy_by_size;
+    return l;
+  };
   for (int d = 0; d < c.devices; ++d) {
     Device dev;
     const std::string w = "worker" + std::to_string(d);
     dev.fabric_out = {add_link(w + ".out", c.copy_bytes_per_s_alone), bus};
     dev.fabric_in = {add_link(w + ".in", c.copy_bytes_per_s_alone)};
-    for (auto* host : {&dev.host_out, &dev.host_in}) {
-      *host = {add_link(w + (host == &dev.host_out ? ".host_out" : ".host_in"),
-                        by_size.empty() ? c.copy_bytes_per_s_alone : by_size.back().bytes_per_s)};
-      m.links.back().bytes_per_s_by_size = by_size;
-    }
+    dev.host_out = {host_link(w + ".host_out")};
+    dev.host_in = {host_link(w + ".host_in")};
     m.devices.push_back(std::move(dev));
   }
   m.interference = Interference::none();  // one lane per device: nothing overlaps on a worker

@@ -58,11 +58,8 @@ struct Calibration {
   double copy_bytes_per_s_shared = 0;   // per copy, when every worker copies at once
   // A worker's copy of one whole buffer into another of its memory, as evicts and loads
   // are made, by the buffer's bytes (rising): small buffers stay in the caches.
-  struct CopySizePoint {
-    std::int64_t bytes = 0;
-    double bytes_per_s = 0;
-  };
-  std::vector<CopySizePoint> copy_by_size;
+  // The machine's own rate-by-size points (core/machine.h), put on each worker's host links.
+  std::vector<SizeRate> copy_by_size;
   double copy_row_s = 0;                // per contiguous run of a strided copy, beside its bytes
   double generic_row_s = 0;             // per row of a generic kernel's block, beside its flops
   double task_overhead_s = 0;           // executor bookkeeping per task

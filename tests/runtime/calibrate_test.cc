@@ -44,7 +44,9 @@ TEST(CpuCalibrator, EveryPointIsMeasuredEachRoundAndTheResultMakesAValidMachine)
   ASSERT_EQ(c.copy_by_size.size(), 7u);  // 16 KiB to 64 MiB
   for (std::size_t i = 0; i < c.copy_by_size.size(); ++i) {
     EXPECT_GT(c.copy_by_size[i].bytes_per_s, 0) << c.copy_by_size[i].bytes;
-    if (i > 0) EXPECT_GT(c.copy_by_size[i].bytes, c.copy_by_size[i - 1].bytes);
+    if (i > 0) {
+      EXPECT_GT(c.copy_by_size[i].bytes, c.copy_by_size[i - 1].bytes);
+    }
   }
   Machine m = machine_from_calibration(c);
   // Evicts and loads cross a link of their own per worker and direction, carrying the
