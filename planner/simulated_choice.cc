@@ -250,16 +250,15 @@ Partitioning simulated_best(const Graph& g, const PlanOptions& o, const Partitio
   // climb's long path is sensitive to its first steps: on 64 devices the same start
   // ended 1% behind).
   std::vector<Move> first;
-  const auto valid = std::count_if(fixed.begin(), fixed.end(), [&](const Move& m) { return resplit(m).has_value(); });
-  if (r.budget_runs() < static_cast<double>(valid)) {
+  std::vector<std::pair<Move, Partitioning>> valid;
+  for (const Move& m : fixed)
+    if (auto p = resplit(m)) valid.emplace_back(m, std::move(*p));
+  if (r.budget_runs() < static_cast<double>(valid.size())) {
     const auto cost = make_dp_cost(g, o);
     const double base = dp_total(g, r.best(), *cost);
     std::vector<std::pair<double, Move>> lower;
-    for (const Move& m : fixed)
-      if (const auto p = resplit(m)) {
-        const double c = dp_total(g, *p, *cost);
-        if (c < base) lower.emplace_back(c, m);
-      }
+    for (const auto& [m, p] : valid)
+      if (const double c = dp_total(g, p, *cost); c < base) lower.emplace_back(c, m);
     std::stable_sort(lower.begin(), lower.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
     for (const auto& [c, m] : lower) first.push_back(m);
   }
