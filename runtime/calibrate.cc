@@ -227,9 +227,9 @@ struct CpuCalibrator::State {
 
   // A copy of `bytes` from one buffer of a worker into another, every worker at once
   // (the symmetric plans' workers load alike), each call right after the worker has
-  // written twice its per-core cache of other memory, as the kernel profiler's cold calls
-  // (runtime/profile.h): in a task graph the buffer an evict or load copies was last
-  // touched tasks ago. A hot loop of the same copy ran twice as fast as the LLaMA
+  // written twice its per-core cache of other memory, as the in-place profile's cold
+  // calls (InPlaceProfileOptions, runtime/cpu_executor.h): in a task graph the buffer an
+  // evict or load copies was last touched tasks ago. A hot loop of the same copy ran twice as fast as the LLaMA
   // block's loads of 0.7 MiB; this state is close to them (2026-11-25).
   std::function<double()> copy_size_probe(std::int64_t bytes) {
     return [this, bytes] {

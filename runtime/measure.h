@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 namespace tessel::runtime {
 
@@ -39,6 +40,17 @@ void set_worker_float_mode();
                                             const std::function<void(int)>& setup,
                                             const std::function<void(int)>& before,
                                             const std::function<void(int)>& body);
+
+// The two above with each worker's own figure (its median batch's seconds per call), for
+// workers that time different bodies at once (the CPU executor's in-place profile).
+[[nodiscard]] std::vector<double> per_call_seconds_each(int workers, double min_seconds,
+                                                        const std::function<void(int)>& setup,
+                                                        const std::function<void(int)>& body);
+[[nodiscard]] std::vector<double> per_call_seconds_after_each(int workers, double min_seconds,
+                                                              double expected_call_seconds,
+                                                              const std::function<void(int)>& setup,
+                                                              const std::function<void(int)>& before,
+                                                              const std::function<void(int)>& body);
 
 // Bytes of this machine's per-core (level 2) cache, from sysconf; 1 MiB when it does not say.
 [[nodiscard]] std::int64_t per_core_cache_bytes();
