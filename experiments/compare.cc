@@ -154,9 +154,10 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
   res.trace_dir = o.trace_dir;
 
   // The runs go round by round; in each round, one calibration round (without a
-  // machine), then per strategy one kernel-profiling round (with profiled kernels)
-  // followed by that strategy's rows, each timed run right after `warmup` untimed runs
-  // of the same row. Each round is then simulated with the machine figures and kernel
+  // machine), then per strategy its rows (with --backend cuda and profiled kernels, after
+  // one kernel-profiling round of the strategy), each timed run right after `warmup`
+  // untimed runs of the same row (on the CPU with profiled kernels, followed by its
+  // in-place profile). Each round is then simulated with the machine figures and kernel
   // times measured in that round only, and its error is that simulation against that
   // round's run: a machine whose speed drifts by tens of percent within seconds — a
   // shared VM's does — drifts under both sides of every pair alike.
@@ -171,6 +172,7 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
     runtime::Policy policy = runtime::Policy::async;
     const TaskGraph* tg = nullptr;
     std::unique_ptr<runtime::Executor> exec;  // one per row: its workspaces stay warm across rounds
+    runtime::CpuExecutor* cpu = nullptr;      // exec, when it is the CPU backend's (in-place profiles)
     std::vector<Round> rounds;
     bool ok = true;
     double worst = 0;
@@ -197,9 +199,15 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
       row.strategy = si;
       row.policy = policy;
       row.tg = &graphs[si];
-      row.exec = cuda ? cli::make_cuda_executor(policy, o.cuda)
-                 : mpi  ? cli::make_mpi_executor(policy)
-                        : std::make_unique<runtime::CpuExecutor>(runtime::CpuOptions{policy, true});
+      if (cuda) {
+        row.exec = cli::make_cuda_executor(policy, o.cuda);
+      } else if (mpi) {
+        row.exec = cli::make_mpi_executor(policy);
+      } else {
+        auto cpu_exec = std::make_unique<runtime::CpuExecutor>(runtime::CpuOptions{policy, true});
+        row.cpu = cpu_exec.get();
+        row.exec = std::move(cpu_exec);
+      }
       plan_rows.push_back(std::move(row));
     }
   if (mpi && !cli::reports_results(*plan_rows.front().exec)) {  // an MPI rank other than 0: its share of every run
@@ -244,11 +252,11 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
     std::fprintf(log, "profiling %zu kernels on the GPU, each strategy's right before its runs\n", res.kernels_profiled);
   } else if (profiled) {
     for (const Row& row : plan_rows)
-      for (const Task& t : row.tg->tasks) res.kernels_profiled += t.kind == TaskKind::compute ? 1 : 0;
+      for (const Task& t : row.tg->tasks) res.tasks_profiled += t.kind == TaskKind::compute ? 1 : 0;
     std::fprintf(log,
-                 "profiling in place: after each timed run, its %zu compute tasks timed again on its own buffers "
-                 "with %d workers\n",
-                 res.kernels_profiled, devices);
+                 "profiling in place: after each timed run, its compute tasks (%zu over %zu rows) timed again on its "
+                 "own buffers with %d workers\n",
+                 res.tasks_profiled, plan_rows.size(), devices);
   }
   const runtime::InPlaceProfileOptions in_place{o.profile_seconds, 0, cache_model};
   for (int round = 0; round < o.repeat; ++round) {
@@ -265,10 +273,14 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
         for (int run = 0; run <= o.warmup; ++run) {
           // The timed run's compute tasks are profiled right after it, on its buffers.
           runtime::TaskProfile profile;
-          runtime::RunResult r =
-              profiled && !cuda && run == o.warmup
-                  ? static_cast<runtime::CpuExecutor&>(*row.exec).run_profiled(g, *row.tg, inputs, in_place, &profile)
-                  : row.exec->run(g, *row.tg, inputs);
+          runtime::RunResult r;
+          if (profiled && row.cpu && run == o.warmup) {
+            runtime::ProfiledRun pr = row.cpu->run_profiled(g, *row.tg, inputs, in_place);
+            r = std::move(pr.run);
+            profile = std::move(pr.profile);
+          } else {
+            r = row.exec->run(g, *row.tg, inputs);
+          }
           // Every run's result is checked, the untimed ones too: a wrong answer is
           // never hidden behind a median.
           bool ok = false;
@@ -485,6 +497,7 @@ json compare_to_json(const CompareResult& res) {
           {"warmup", res.warmup},
           {"compute_model", res.profiled ? "profiled" : "analytic"},
           {"kernels_profiled", res.kernels_profiled},
+          {"tasks_profiled", res.tasks_profiled},
           {"cache_model", res.cache_model},
           {"cache_model_bytes", res.cache_model_bytes},
           {"rows", rows},

@@ -338,7 +338,6 @@ class Run {
   // every device at once (a device with fewer tasks repeats its own, so that every
   // worker stays busy, and those repeats are not kept).
   void profile_in_place() {
-    if (link_) fail("cpu executor: an in-place profile needs every device in this process (no RemoteLink)");
     const int devices = tg_.num_devices;
     std::vector<std::vector<std::int32_t>> mine(static_cast<std::size_t>(devices));
     for (std::size_t i = 0; i < tg_.tasks.size(); ++i)
@@ -350,37 +349,51 @@ class Run {
     out.hot_s.assign(tg_.tasks.size(), -1.0);
     out.cold_s.assign(tg_.tasks.size(), -1.0);
     out.tasks = 0;
-    // Where buffers were freed after their last reader (a graph too large to preallocate),
-    // a task's inputs are allocated again, at new addresses.
-    for (const auto& m : mine)
-      for (std::int32_t i : m)
-        for (BufferId b : tg_.tasks[static_cast<std::size_t>(i)].reads) (void)writable(b);
+    // Buffers freed after their last reader during the run (a graph too large to
+    // preallocate) are allocated again for the round that times their task, and freed
+    // after it, so that the profile never holds more than a task per device.
+    const bool freed = !preallocate_ && !arena_.planned;
     std::vector<std::vector<const T*>> operands(static_cast<std::size_t>(devices));
-    std::vector<std::vector<float>> evict(static_cast<std::size_t>(devices));
-    std::int64_t evict_bytes = profile_->evict_bytes > 0 ? profile_->evict_bytes : 2 * per_core_cache_bytes();
+    std::vector<CacheEvictor> evict(static_cast<std::size_t>(devices));
+    const std::int64_t evict_bytes = profile_->evict_bytes > 0 ? profile_->evict_bytes : 2 * per_core_cache_bytes();
     for (std::size_t k = 0; k < rounds; ++k) {
       auto task_of = [&](int w) -> std::int32_t {
         const auto& m = mine[static_cast<std::size_t>(w)];
         return m.empty() ? -1 : m[k % m.size()];
       };
+      std::vector<BufferId> allocated;
+      if (freed)
+        for (int w = 0; w < devices; ++w)
+          if (const std::int32_t i = task_of(w); i >= 0) {
+            const Task& t = tg_.tasks[static_cast<std::size_t>(i)];
+            for (BufferId b : t.reads)
+              if (storage_[b.index()].empty()) {
+                (void)writable(b);
+                allocated.push_back(b);
+              }
+            if (t.writes.valid() && storage_[t.writes.index()].empty()) allocated.push_back(t.writes);  // by run_task
+          }
       auto setup = [](int) {};
       auto body = [&](int w) {
         const std::int32_t i = task_of(w);
-        if (i >= 0) run_task(tg_.tasks[static_cast<std::size_t>(i)], scratch_[static_cast<std::size_t>(w)],
-                             operands[static_cast<std::size_t>(w)]);
+        if (i < 0) return;
+        const Task& t = tg_.tasks[static_cast<std::size_t>(i)];
+        try {
+          run_task(t, scratch_[static_cast<std::size_t>(w)], operands[static_cast<std::size_t>(w)]);
+        } catch (const std::exception& e) {
+          fail("cpu executor: in-place profile of task ", i, " (node '", g_.node(t.node).name, "'): ", e.what());
+        }
       };
       const std::vector<double> hot = per_call_seconds_each(devices, profile_->seconds_per_task, setup, body);
       std::vector<double> cold = hot;
       if (profile_->cold) {
-        auto cold_setup = [&](int w) {
-          evict[static_cast<std::size_t>(w)].assign(static_cast<std::size_t>(evict_bytes / 4), 0.f);
-        };
-        auto before = [&](int w) {
-          std::vector<float>& e = evict[static_cast<std::size_t>(w)];
-          const float v = e[0] + 1.f;
-          std::fill(e.begin(), e.end(), v);
-        };
-        cold = per_call_seconds_after_each(devices, profile_->seconds_per_task / 2, stats::median(hot), cold_setup,
+        // As many cold calls on every worker, sized by the workers that have a task this round.
+        std::vector<double> busy;
+        for (int w = 0; w < devices; ++w)
+          if (k < mine[static_cast<std::size_t>(w)].size()) busy.push_back(hot[static_cast<std::size_t>(w)]);
+        auto cold_setup = [&](int w) { evict[static_cast<std::size_t>(w)] = CacheEvictor(evict_bytes); };
+        auto before = [&](int w) { evict[static_cast<std::size_t>(w)].push(); };
+        cold = per_call_seconds_after_each(devices, profile_->seconds_per_task / 2, stats::median(busy), cold_setup,
                                            before, body);
       }
       for (int w = 0; w < devices; ++w) {
@@ -391,6 +404,7 @@ class Run {
         out.cold_s[i] = std::max(hot[static_cast<std::size_t>(w)], cold[static_cast<std::size_t>(w)]);
         ++out.tasks;
       }
+      for (BufferId b : allocated) storage_[b.index()].release();
     }
   }
 
@@ -757,13 +771,16 @@ RunResult CpuExecutor::run(const Graph& g, const TaskGraph& tg, const TensorMap&
   return run_with(g, tg, inputs, nullptr, nullptr);
 }
 
-RunResult CpuExecutor::run_profiled(const Graph& g, const TaskGraph& tg, const TensorMap& inputs,
-                                    const InPlaceProfileOptions& options, TaskProfile* profile) {
-  if (!profile) fail("cpu executor: run_profiled needs a TaskProfile to fill");
+ProfiledRun CpuExecutor::run_profiled(const Graph& g, const TaskGraph& tg, const TensorMap& inputs,
+                                      const InPlaceProfileOptions& options) {
   if (!(options.seconds_per_task > 0)) fail("cpu executor: in-place profile: seconds per task must be > 0");
-  if (options.evict_bytes < 0) fail("cpu executor: in-place profile: evict bytes must be >= 0");
+  if (options.evict_bytes < 0 || (options.evict_bytes > 0 && options.evict_bytes < 4))
+    fail("cpu executor: in-place profile: evict bytes must be 0 (twice the per-core cache) or >= 4, got ",
+         options.evict_bytes);
   if (options_.link) fail("cpu executor: an in-place profile needs every device in this process (no RemoteLink)");
-  return run_with(g, tg, inputs, &options, profile);
+  ProfiledRun r;
+  r.run = run_with(g, tg, inputs, &options, &r.profile);
+  return r;
 }
 
 RunResult CpuExecutor::run_with(const Graph& g, const TaskGraph& tg, const TensorMap& inputs,

@@ -173,6 +173,12 @@ std::vector<double> per_call_seconds_after_each(int workers, double min_seconds,
   return measure_calls(workers, min_seconds, setup, &before, calls_for(min_seconds, expected_call_seconds), body);
 }
 
+void CacheEvictor::push() {
+  if (data_.empty()) fail("cache evictor: nothing to write (fewer than 4 bytes asked for)");
+  const float v = data_[0] + 1.f;
+  std::fill(data_.begin(), data_.end(), v);
+}
+
 std::int64_t per_core_cache_bytes() {
   const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
   return l2 > 0 ? static_cast<std::int64_t>(l2) : std::int64_t{1} << 20;
