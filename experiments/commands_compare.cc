@@ -21,7 +21,6 @@
 #include "experiments/compare.h"
 #include "runtime/calibrate.h"
 #include "runtime/cpu_executor.h"
-#include "runtime/profile.h"
 #include "sim/simulator.h"
 
 namespace tessel::cli {
@@ -198,16 +197,16 @@ void add_compare(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_option("--compute-model", o->compute_model,
-                  "how the simulation times compute tasks: 'profiled' (every distinct kernel of the task graphs is "
-                  "run here with all workers busy, right before each round's runs of its strategy, and that round's "
-                  "time plus the per-task overhead replaces the roofline in that round's simulation — between the "
-                  "kernel's hot and cold times by how much of its data the simulated worker's cache holds; the "
-                  "analytic simulation is reported beside it) or 'analytic' (the machine's roofline and efficiency "
-                  "table only)")
+                  "how the simulation times compute tasks: 'profiled' (cpu: after each timed run every compute task is "
+                  "timed again in place, on that run's own buffers, with all workers busy; cuda: every distinct kernel "
+                  "is timed on the GPU before each round's runs of its strategy; that round's times plus the per-task "
+                  "overhead replace the roofline in that round's simulation — on the cpu between a task's hot and cold "
+                  "times by how much of its data the simulated worker's cache holds; the analytic simulation is "
+                  "reported beside it) or 'analytic' (the machine's roofline and efficiency table only)")
       ->capture_default_str()
       ->check(CLI::IsMember({"profiled", "analytic"}));
   cmd->add_option("--profile-seconds", o->profile_seconds,
-                  "with --compute-model profiled: measuring time of each kernel per round")
+                  "with --compute-model profiled: measuring time of each kernel (cpu: each compute task) per round")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--no-cache-model", o->no_cache_model,

@@ -15,7 +15,6 @@
 #include "experiments/memory_cap.h"
 #include "runtime/calibrate.h"
 #include "runtime/cpu_executor.h"
-#include "runtime/profile.h"
 #include "sim/simulator.h"
 
 namespace tessel::experiments {
@@ -155,9 +154,10 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
   res.trace_dir = o.trace_dir;
 
   // The runs go round by round; in each round, one calibration round (without a
-  // machine), then per strategy one kernel-profiling round (with profiled kernels)
-  // followed by that strategy's rows, each timed run right after `warmup` untimed runs
-  // of the same row. Each round is then simulated with the machine figures and kernel
+  // machine), then per strategy its rows (with --backend cuda and profiled kernels, after
+  // one kernel-profiling round of the strategy), each timed run right after `warmup`
+  // untimed runs of the same row (on the CPU with profiled kernels, followed by its
+  // in-place profile). Each round is then simulated with the machine figures and kernel
   // times measured in that round only, and its error is that simulation against that
   // round's run: a machine whose speed drifts by tens of percent within seconds — a
   // shared VM's does — drifts under both sides of every pair alike.
@@ -165,12 +165,14 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
     double measured_s = 0;
     Timeline measured;
     sim::SimResult sim;  // profiled kernels, or analytic
+    runtime::TaskProfile profile;  // cpu, profiled: the run's compute tasks timed in place
   };
   struct Row {
     std::size_t strategy = 0;
     runtime::Policy policy = runtime::Policy::async;
     const TaskGraph* tg = nullptr;
     std::unique_ptr<runtime::Executor> exec;  // one per row: its workspaces stay warm across rounds
+    runtime::CpuExecutor* cpu = nullptr;      // exec, when it is the CPU backend's (in-place profiles)
     std::vector<Round> rounds;
     bool ok = true;
     double worst = 0;
@@ -197,9 +199,15 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
       row.strategy = si;
       row.policy = policy;
       row.tg = &graphs[si];
-      row.exec = cuda ? cli::make_cuda_executor(policy, o.cuda)
-                 : mpi  ? cli::make_mpi_executor(policy)
-                        : std::make_unique<runtime::CpuExecutor>(runtime::CpuOptions{policy, true});
+      if (cuda) {
+        row.exec = cli::make_cuda_executor(policy, o.cuda);
+      } else if (mpi) {
+        row.exec = cli::make_mpi_executor(policy);
+      } else {
+        auto cpu_exec = std::make_unique<runtime::CpuExecutor>(runtime::CpuOptions{policy, true});
+        row.cpu = cpu_exec.get();
+        row.exec = std::move(cpu_exec);
+      }
       plan_rows.push_back(std::move(row));
     }
   if (mpi && !cli::reports_results(*plan_rows.front().exec)) {  // an MPI rank other than 0: its share of every run
@@ -232,12 +240,8 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
   const bool cache_model = profiled && o.cache_model && machine_has_cache && !cuda;  // GPU kernels: hot only
   res.cache_model = cache_model;
   res.cache_model_bytes = cache_model ? o.cache_bytes : 0;  // the machine's, when 0: filled in below
-  std::vector<std::unique_ptr<runtime::KernelProfiler>> profilers;  // per strategy
   // --backend cuda: per strategy and round, each compute task's kernel time on the GPU.
   std::vector<std::vector<std::vector<double>>> cuda_profiles(o.strategies.size());
-  auto task_seconds = [&](std::size_t si, int r) {
-    return cuda ? cuda_profiles[si][static_cast<std::size_t>(r)] : profilers[si]->task_seconds(r);
-  };
   if (profiled && cuda) {
     std::set<std::pair<std::int64_t, std::string>> distinct;  // (strategy, node) x block shape
     for (std::size_t si = 0; si < graphs.size(); ++si)
@@ -247,14 +251,14 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
     res.kernels_profiled = distinct.size();
     std::fprintf(log, "profiling %zu kernels on the GPU, each strategy's right before its runs\n", res.kernels_profiled);
   } else if (profiled) {
-    for (const TaskGraph& tg : graphs) {
-      profilers.push_back(std::make_unique<runtime::KernelProfiler>(
-          g, tg, runtime::KernelProfileOptions{devices, o.profile_seconds, 0, cache_model}));
-      res.kernels_profiled += profilers.back()->kernels();
-    }
-    std::fprintf(log, "profiling %zu kernels with %d workers, each strategy's right before its runs\n",
-                 res.kernels_profiled, devices);
+    for (const Row& row : plan_rows)
+      for (const Task& t : row.tg->tasks) res.tasks_profiled += t.kind == TaskKind::compute ? 1 : 0;
+    std::fprintf(log,
+                 "profiling in place: after each timed run, its compute tasks (%zu over %zu rows) timed again on its "
+                 "own buffers with %d workers\n",
+                 res.tasks_profiled, plan_rows.size(), devices);
   }
+  const runtime::InPlaceProfileOptions in_place{o.profile_seconds, 0, cache_model};
   for (int round = 0; round < o.repeat; ++round) {
     if (calibrator) calibrator->round();
     for (std::size_t si = 0; si < o.strategies.size(); ++si) {
@@ -263,13 +267,20 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
         for (const Row& row : plan_rows)
           if (row.strategy == si && !first) first = &row;
         cuda_profiles[si].push_back(cli::profile_cuda_kernels(*first->exec, g, graphs[si], inputs));
-      } else if (profiled) {
-        profilers[si]->round();
       }
       for (Row& row : plan_rows) {
         if (row.strategy != si) continue;
         for (int run = 0; run <= o.warmup; ++run) {
-          runtime::RunResult r = row.exec->run(g, *row.tg, inputs);
+          // The timed run's compute tasks are profiled right after it, on its buffers.
+          runtime::TaskProfile profile;
+          runtime::RunResult r;
+          if (profiled && row.cpu && run == o.warmup) {
+            runtime::ProfiledRun pr = row.cpu->run_profiled(g, *row.tg, inputs, in_place);
+            r = std::move(pr.run);
+            profile = std::move(pr.profile);
+          } else {
+            r = row.exec->run(g, *row.tg, inputs);
+          }
           // Every run's result is checked, the untimed ones too: a wrong answer is
           // never hidden behind a median.
           bool ok = false;
@@ -280,6 +291,7 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
             Round& rd = row.rounds.emplace_back();
             rd.measured_s = span_of(r.timeline);
             rd.measured = std::move(r.timeline);
+            rd.profile = std::move(profile);
           }
         }
       }
@@ -321,14 +333,14 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
       if (profiled) {  // the analytic simulation stays beside the profiled one
         // A profiled compute task takes its kernel's time plus the executor's per-task
         // overhead (the machine's launch latency); everything else keeps the model.
-        so.task_seconds = task_seconds(row.strategy, r);
+        so.task_seconds = cuda ? cuda_profiles[row.strategy][static_cast<std::size_t>(r)] : rd.profile.hot_s;
         for (std::size_t i = 0; i < so.task_seconds.size(); ++i)
           if (so.task_seconds[i] >= 0) so.task_seconds[i] += round_machine.type_of(tg.tasks[i].device).launch_latency_s;
         cr.analytic_s.push_back(rd.sim.makespan_s);
         if (cache_model) {
           // The same profile with hot kernel times only, beside the cache model's.
           cr.hot_s.push_back(sim::simulate(tg, round_machine, so).makespan_s);
-          so.task_seconds_cold = profilers[row.strategy]->task_seconds_cold(r);
+          so.task_seconds_cold = rd.profile.cold_s;
           for (std::size_t i = 0; i < so.task_seconds_cold.size(); ++i)
             if (so.task_seconds_cold[i] >= 0)
               so.task_seconds_cold[i] += round_machine.type_of(tg.tasks[i].device).launch_latency_s;
@@ -485,6 +497,7 @@ json compare_to_json(const CompareResult& res) {
           {"warmup", res.warmup},
           {"compute_model", res.profiled ? "profiled" : "analytic"},
           {"kernels_profiled", res.kernels_profiled},
+          {"tasks_profiled", res.tasks_profiled},
           {"cache_model", res.cache_model},
           {"cache_model_bytes", res.cache_model_bytes},
           {"rows", rows},

@@ -227,25 +227,23 @@ struct CpuCalibrator::State {
 
   // A copy of `bytes` from one buffer of a worker into another, every worker at once
   // (the symmetric plans' workers load alike), each call right after the worker has
-  // written twice its per-core cache of other memory, as the kernel profiler's cold calls
-  // (runtime/profile.h): in a task graph the buffer an evict or load copies was last
-  // touched tasks ago. A hot loop of the same copy ran twice as fast as the LLaMA
-  // block's loads of 0.7 MiB; this state is close to them (2026-11-25).
+  // written twice its per-core cache of other memory, as the in-place profile's cold
+  // calls (InPlaceProfileOptions, runtime/cpu_executor.h): in a task graph the buffer an
+  // evict or load copies was last touched tasks ago. A hot loop of the same copy ran
+  // twice as fast as the LLaMA block's loads of 0.7 MiB; this state is close to them
+  // (2026-11-25).
   std::function<double()> copy_size_probe(std::int64_t bytes) {
     return [this, bytes] {
       const auto count = static_cast<std::size_t>(bytes / 4);
       const auto nw = static_cast<std::size_t>(n);
-      std::vector<std::vector<float>> src(nw), dst(nw), evict(nw);
+      std::vector<std::vector<float>> src(nw), dst(nw);
+      std::vector<CacheEvictor> evict(nw);
       auto setup = [&](int w) {
         src[static_cast<std::size_t>(w)].assign(count, 1.f);
         dst[static_cast<std::size_t>(w)].assign(count, 0.f);
-        evict[static_cast<std::size_t>(w)].assign(static_cast<std::size_t>(2 * c.cache_capacity_bytes / 4), 0.f);
+        evict[static_cast<std::size_t>(w)] = CacheEvictor(2 * c.cache_capacity_bytes);
       };
-      auto before = [&](int w) {
-        std::vector<float>& e = evict[static_cast<std::size_t>(w)];
-        const float v = e[0] + 1.f;
-        std::fill(e.begin(), e.end(), v);
-      };
+      auto before = [&](int w) { evict[static_cast<std::size_t>(w)].push(); };
       auto body = [&](int w) {
         const std::vector<float>& from = src[static_cast<std::size_t>(w)];
         std::copy(from.begin(), from.end(), dst[static_cast<std::size_t>(w)].begin());

@@ -16,6 +16,7 @@
 
 #include "core/collective_rewrite.h"
 #include "core/error.h"
+#include "core/stats.h"
 #include "runtime/cpu_arena.h"
 #include "runtime/cpu_kernels.h"
 #include "runtime/measure.h"
@@ -146,9 +147,10 @@ template <class T>
 class Run {
  public:
   Run(const Graph& g, const TaskGraph& tg, const TensorMap& inputs, CpuOptions options,
-      std::vector<cpu::Scratch<T>>& scratch, WorkerPool& pool)
+      std::vector<cpu::Scratch<T>>& scratch, WorkerPool& pool, const InPlaceProfileOptions* profile = nullptr,
+      TaskProfile* profile_out = nullptr)
       : g_(g), tg_(tg), inputs_(inputs), options_(options), queues_(static_cast<std::size_t>(tg.num_devices)),
-        scratch_(scratch), pool_(pool), link_(options.link) {
+        scratch_(scratch), pool_(pool), link_(options.link), profile_(profile), profile_out_(profile_out) {
     if (scratch_.size() < static_cast<std::size_t>(tg.num_devices)) scratch_.resize(static_cast<std::size_t>(tg.num_devices));
     if (link_) {
       lo_ = link_->first_device();
@@ -323,6 +325,7 @@ class Run {
       cpu::copy_region<double>(tmp.data(), src.shape, Rect::whole(src.shape), out.data.data(), out.shape, t.src,
                                Agg::none);
     }
+    if (profile_) profile_in_place();
     for (auto& s : spans_) result_.timeline.spans.insert(result_.timeline.spans.end(), s.begin(), s.end());
     result_.timeline.spans.insert(result_.timeline.spans.end(), remote_spans_.begin(), remote_spans_.end());
     std::sort(result_.timeline.spans.begin(), result_.timeline.spans.end(),
@@ -331,6 +334,80 @@ class Run {
   }
 
  private:
+  // InPlaceProfileOptions: each worker times its device's compute tasks, the k-th of
+  // every device at once (a device with fewer tasks repeats its own, so that every
+  // worker stays busy, and those repeats are not kept).
+  void profile_in_place() {
+    const int devices = tg_.num_devices;
+    std::vector<std::vector<std::int32_t>> mine(static_cast<std::size_t>(devices));
+    for (std::size_t i = 0; i < tg_.tasks.size(); ++i)
+      if (tg_.tasks[i].kind == TaskKind::compute)
+        mine[tg_.tasks[i].device.index()].push_back(static_cast<std::int32_t>(i));
+    std::size_t rounds = 0;
+    for (const auto& m : mine) rounds = std::max(rounds, m.size());
+    TaskProfile& out = *profile_out_;
+    out.hot_s.assign(tg_.tasks.size(), -1.0);
+    out.cold_s.assign(tg_.tasks.size(), -1.0);
+    out.tasks = 0;
+    // Buffers freed after their last reader during the run (a graph too large to
+    // preallocate) are allocated again for the round that times their task, and freed
+    // after it, so that the profile never holds more than a task per device.
+    const bool freed = !preallocate_ && !arena_.planned;
+    std::vector<std::vector<const T*>> operands(static_cast<std::size_t>(devices));
+    std::vector<CacheEvictor> evict(static_cast<std::size_t>(devices));
+    const std::int64_t evict_bytes = profile_->evict_bytes > 0 ? profile_->evict_bytes : 2 * per_core_cache_bytes();
+    for (std::size_t k = 0; k < rounds; ++k) {
+      auto task_of = [&](int w) -> std::int32_t {
+        const auto& m = mine[static_cast<std::size_t>(w)];
+        return m.empty() ? -1 : m[k % m.size()];
+      };
+      std::vector<BufferId> allocated;
+      if (freed)
+        for (int w = 0; w < devices; ++w)
+          if (const std::int32_t i = task_of(w); i >= 0) {
+            const Task& t = tg_.tasks[static_cast<std::size_t>(i)];
+            for (BufferId b : t.reads)
+              if (storage_[b.index()].empty()) {
+                (void)writable(b);
+                allocated.push_back(b);
+              }
+            if (t.writes.valid() && storage_[t.writes.index()].empty()) allocated.push_back(t.writes);  // by run_task
+          }
+      auto setup = [](int) {};
+      auto body = [&](int w) {
+        const std::int32_t i = task_of(w);
+        if (i < 0) return;
+        const Task& t = tg_.tasks[static_cast<std::size_t>(i)];
+        try {
+          run_task(t, scratch_[static_cast<std::size_t>(w)], operands[static_cast<std::size_t>(w)]);
+        } catch (const std::exception& e) {
+          fail("cpu executor: in-place profile of task ", i, " (node '", g_.node(t.node).name, "'): ", e.what());
+        }
+      };
+      const std::vector<double> hot = per_call_seconds_each(devices, profile_->seconds_per_task, setup, body);
+      std::vector<double> cold = hot;
+      if (profile_->cold) {
+        // As many cold calls on every worker, sized by the workers that have a task this round.
+        std::vector<double> busy;
+        for (int w = 0; w < devices; ++w)
+          if (k < mine[static_cast<std::size_t>(w)].size()) busy.push_back(hot[static_cast<std::size_t>(w)]);
+        auto cold_setup = [&](int w) { evict[static_cast<std::size_t>(w)] = CacheEvictor(evict_bytes); };
+        auto before = [&](int w) { evict[static_cast<std::size_t>(w)].push(); };
+        cold = per_call_seconds_after_each(devices, profile_->seconds_per_task / 2, stats::median(busy), cold_setup,
+                                           before, body);
+      }
+      for (int w = 0; w < devices; ++w) {
+        const auto& m = mine[static_cast<std::size_t>(w)];
+        if (k >= m.size()) continue;
+        const auto i = static_cast<std::size_t>(m[k]);
+        out.hot_s[i] = hot[static_cast<std::size_t>(w)];
+        out.cold_s[i] = std::max(hot[static_cast<std::size_t>(w)], cold[static_cast<std::size_t>(w)]);
+        ++out.tasks;
+      }
+      for (BufferId b : allocated) storage_[b.index()].release();
+    }
+  }
+
   // Heap order: larger rank first, then smaller task id.
   bool before(std::int32_t a, std::int32_t b) const {
     return rank_[a] != rank_[b] ? rank_[a] < rank_[b] : a > b;
@@ -649,6 +726,8 @@ class Run {
   std::vector<cpu::Scratch<T>>& scratch_;  // per device, the executor's: kept warm across runs
   WorkerPool& pool_;                       // the executor's threads: kept warm across runs
   RemoteLink* link_ = nullptr;             // a run split over processes: the other processes' moves
+  const InPlaceProfileOptions* profile_ = nullptr;  // run_profiled: time every compute task after the run
+  TaskProfile* profile_out_ = nullptr;
   int lo_ = 0, hi_ = 0;                    // the devices this process runs: [lo_, hi_)
   std::vector<char> involved_;             // per task: runs here (or arrives here)
   std::vector<Span> remote_spans_;         // moves that arrived from other processes (the link's thread)
@@ -689,14 +768,31 @@ CpuExecutor::CpuExecutor(CpuExecutor&&) noexcept = default;
 CpuExecutor& CpuExecutor::operator=(CpuExecutor&&) noexcept = default;
 
 RunResult CpuExecutor::run(const Graph& g, const TaskGraph& tg, const TensorMap& inputs) {
+  return run_with(g, tg, inputs, nullptr, nullptr);
+}
+
+ProfiledRun CpuExecutor::run_profiled(const Graph& g, const TaskGraph& tg, const TensorMap& inputs,
+                                      const InPlaceProfileOptions& options) {
+  if (!(options.seconds_per_task > 0)) fail("cpu executor: in-place profile: seconds per task must be > 0");
+  if (options.evict_bytes < 0 || (options.evict_bytes > 0 && options.evict_bytes < 4))
+    fail("cpu executor: in-place profile: evict bytes must be 0 (twice the per-core cache) or >= 4, got ",
+         options.evict_bytes);
+  if (options_.link) fail("cpu executor: an in-place profile needs every device in this process (no RemoteLink)");
+  ProfiledRun r;
+  r.run = run_with(g, tg, inputs, &options, &r.profile);
+  return r;
+}
+
+RunResult CpuExecutor::run_with(const Graph& g, const TaskGraph& tg, const TensorMap& inputs,
+                                const InPlaceProfileOptions* options, TaskProfile* profile) {
   check_inputs(g, inputs);
   tg.validate();
   // Split over processes, a collective's ranks are in several: run it as moves.
   if (options_.link && has_lowered_collectives(tg)) return run(g, collectives_as_moves(tg), inputs);
   bool f64 = false;
   for (const Node& n : g.nodes()) f64 = f64 || n.dtype == DType::f64;
-  if (f64) return Run<double>(g, tg, inputs, options_, scratch_->f64, scratch_->pool).execute();
-  return Run<float>(g, tg, inputs, options_, scratch_->f32, scratch_->pool).execute();
+  if (f64) return Run<double>(g, tg, inputs, options_, scratch_->f64, scratch_->pool, options, profile).execute();
+  return Run<float>(g, tg, inputs, options_, scratch_->f32, scratch_->pool, options, profile).execute();
 }
 
 }  // namespace tessel::runtime

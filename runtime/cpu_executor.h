@@ -95,6 +95,42 @@ struct CpuOptions {
 // Kernel workspaces of each worker, kept by the executor across runs.
 struct CpuWorkspaces;
 
+// An in-place kernel profile (CpuExecutor::run_profiled): after the run, its outputs
+// copied out, every compute task is timed again on the buffers and kernel scratch the run
+// used, each worker timing its own device's tasks while the others time theirs (all
+// workers busy, as in a run; a device with fewer tasks repeats its own, not kept). On a
+// CPU a kernel's time depends on where its data lies, not only on its shape: the same
+// elementwise block ran 15 or 21 us with its input, output and scratch at other
+// addresses (their offsets against each other and the cache sets their pages fall in),
+// and 16 or 39 us inside a timing loop (measured 2026-11-25), so a profile taken on
+// buffers of its own misjudges the run it is set beside by up to 2x per task.
+// What is not the run's: the timing threads (pinned to the workers' cores, whatever
+// CpuOptions::pin_threads says), so a GEMM's packing buffers on the thread's stack lie
+// elsewhere; and in a graph too large to preallocate (buffers freed after their last
+// reader during the run), each task's buffers, allocated again for its turn and freed
+// after it.
+// A task is timed hot (called again and again: its data in the core's caches) and cold
+// (each call right after the worker wrote `evict_bytes` of other memory: its data pushed
+// out of the per-core cache, as other tasks' data pushes it out in a graph).
+// Re-running a task overwrites its output buffer, after the outputs were copied out; in a
+// memory-capped graph a task's inputs may by then hold other buffers' data, which a
+// kernel's time does not depend on (subnormals, the one data-dependent cost, are flushed:
+// set_worker_float_mode()).
+struct InPlaceProfileOptions {
+  double seconds_per_task = 0.002;  // hot calls per task (at least); cold calls: half
+  std::int64_t evict_bytes = 0;     // written before each cold call; 0: twice the per-core cache; else >= 4
+  bool cold = true;                 // false: cold_s repeats hot_s
+};
+struct TaskProfile {
+  std::vector<double> hot_s;   // per task: a compute task's seconds per call, -1 for other tasks
+  std::vector<double> cold_s;  // the same, cold; never below hot_s (timing noise can say otherwise)
+  std::int64_t tasks = 0;      // compute tasks timed
+};
+struct ProfiledRun {
+  RunResult run;
+  TaskProfile profile;
+};
+
 class CpuExecutor final : public Executor {
  public:
   explicit CpuExecutor(CpuOptions options = {});
@@ -103,8 +139,14 @@ class CpuExecutor final : public Executor {
   CpuExecutor& operator=(CpuExecutor&&) noexcept;
   [[nodiscard]] std::string name() const override { return "cpu"; }
   [[nodiscard]] RunResult run(const Graph& g, const TaskGraph& tg, const TensorMap& inputs) override;
+  // run(), then every compute task timed in place (see InPlaceProfileOptions). Not with a
+  // RemoteLink (a run split over processes): an error.
+  [[nodiscard]] ProfiledRun run_profiled(const Graph& g, const TaskGraph& tg, const TensorMap& inputs,
+                                         const InPlaceProfileOptions& options);
 
  private:
+  [[nodiscard]] RunResult run_with(const Graph& g, const TaskGraph& tg, const TensorMap& inputs,
+                                   const InPlaceProfileOptions* options, TaskProfile* profile);
   CpuOptions options_;
   // Each worker's kernel scratch (permuted operands, evaluation stacks) outlives a run,
   // as a GPU runtime keeps its workspaces: repeated runs do not pay for growing them.

@@ -57,7 +57,7 @@ namespace {
 // calls_per_batch == 0: batches of calls timed together until each lasts
 // min_seconds / kBatches; otherwise that many calls per batch, each after `before` and
 // a barrier, timed one by one.
-double measure_calls(int workers, double min_seconds, const std::function<void(int)>& setup,
+std::vector<double> measure_calls(int workers, double min_seconds, const std::function<void(int)>& setup,
                      const std::function<void(int)>* before, long calls_per_batch,
                      const std::function<void(int)>& body) {
   using Clock = std::chrono::steady_clock;
@@ -140,22 +140,43 @@ double measure_calls(int workers, double min_seconds, const std::function<void(i
   go.count_down();
   for (auto& t : threads) t.join();
   if (error) std::rethrow_exception(error);
-  return stats::median(per_call);
+  return per_call;
+}
+
+long calls_for(double min_seconds, double expected_call_seconds) {
+  const double wanted = min_seconds / kBatches / std::max(expected_call_seconds, 1e-9);
+  return std::clamp(static_cast<long>(std::ceil(wanted)), 3L, 200L);
 }
 
 }  // namespace
 
 double per_call_seconds(int workers, double min_seconds, const std::function<void(int)>& setup,
                         const std::function<void(int)>& body) {
-  return measure_calls(workers, min_seconds, setup, nullptr, 0, body);
+  return stats::median(per_call_seconds_each(workers, min_seconds, setup, body));
 }
 
 double per_call_seconds_after(int workers, double min_seconds, double expected_call_seconds,
                               const std::function<void(int)>& setup, const std::function<void(int)>& before,
                               const std::function<void(int)>& body) {
-  const double wanted = min_seconds / kBatches / std::max(expected_call_seconds, 1e-9);
-  const long calls = std::clamp(static_cast<long>(std::ceil(wanted)), 3L, 200L);
-  return measure_calls(workers, min_seconds, setup, &before, calls, body);
+  return stats::median(per_call_seconds_after_each(workers, min_seconds, expected_call_seconds, setup, before, body));
+}
+
+std::vector<double> per_call_seconds_each(int workers, double min_seconds, const std::function<void(int)>& setup,
+                                          const std::function<void(int)>& body) {
+  return measure_calls(workers, min_seconds, setup, nullptr, 0, body);
+}
+
+std::vector<double> per_call_seconds_after_each(int workers, double min_seconds, double expected_call_seconds,
+                                                const std::function<void(int)>& setup,
+                                                const std::function<void(int)>& before,
+                                                const std::function<void(int)>& body) {
+  return measure_calls(workers, min_seconds, setup, &before, calls_for(min_seconds, expected_call_seconds), body);
+}
+
+void CacheEvictor::push() {
+  if (data_.empty()) fail("cache evictor: nothing to write (fewer than 4 bytes asked for)");
+  const float v = data_[0] + 1.f;
+  std::fill(data_.begin(), data_.end(), v);
 }
 
 std::int64_t per_core_cache_bytes() {

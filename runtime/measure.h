@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 namespace tessel::runtime {
 
@@ -17,7 +18,7 @@ void pin_to_core(int worker);
 // depends on its data: exp of a masked softmax's -inf entries and everything downstream
 // of them produce subnormals, which cost the core microcode assists (the tiny LLaMA
 // block's exp, division and P·V GEMM ran 1.2-1.5x slower on masked rows than the same
-// kernels on the profiler's operands). The executor, calibration and the kernel profiler
+// kernels on a profile's operands). The executor, calibration and the in-place profile
 // all run under it, so that what is profiled is what runs.
 void set_worker_float_mode();
 
@@ -39,6 +40,28 @@ void set_worker_float_mode();
                                             const std::function<void(int)>& setup,
                                             const std::function<void(int)>& before,
                                             const std::function<void(int)>& body);
+
+// The two above with each worker's own figure (its median batch's seconds per call), for
+// workers that time different bodies at once (the CPU executor's in-place profile).
+[[nodiscard]] std::vector<double> per_call_seconds_each(int workers, double min_seconds,
+                                                        const std::function<void(int)>& setup,
+                                                        const std::function<void(int)>& body);
+[[nodiscard]] std::vector<double> per_call_seconds_after_each(int workers, double min_seconds,
+                                                              double expected_call_seconds,
+                                                              const std::function<void(int)>& setup,
+                                                              const std::function<void(int)>& before,
+                                                              const std::function<void(int)>& body);
+
+// Memory a worker writes to push other data out of its per-core cache (before a cold
+// call): `bytes` of its own, rewritten whole by each push() (an error below 4 bytes).
+class CacheEvictor {
+ public:
+  explicit CacheEvictor(std::int64_t bytes = 0) : data_(bytes > 0 ? static_cast<std::size_t>(bytes / 4) : 0) {}
+  void push();
+
+ private:
+  std::vector<float> data_;
+};
 
 // Bytes of this machine's per-core (level 2) cache, from sysconf; 1 MiB when it does not say.
 [[nodiscard]] std::int64_t per_core_cache_bytes();

@@ -5,10 +5,10 @@
 # round before each timed round, because a shared VM's speed drifts by 15% and more
 # within minutes: a calibration taken once, earlier, measures a different machine than
 # the runs meet. Prints each workload's MAPE and the suite's; JSON per workload (with
-# the calibration it used) in ${OUT_DIR:-out}/suite/. Each compare also profiles every
-# kernel of its task graphs, right before that strategy's runs in each round, and
-# reports both simulations: with the profiled kernel times and with the analytic
-# roofline alone; each row's error is the median of its rounds' paired errors.
+# the calibration it used) in ${OUT_DIR:-out}/suite/. Each compare also times every
+# compute task of each timed run again right after it, in place on the run's buffers, and
+# reports both simulations: with those profiled times and with the analytic roofline
+# alone; each row's error is the median of its rounds' paired errors.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tessel=${BUILD_DIR:-build}/bin/tessel

@@ -102,11 +102,12 @@ struct SimOptions {
   // Measured durations that replace the compute model: empty, or one entry per task,
   // where a value >= 0 is that compute or touch task's undisturbed seconds (interference
   // still applies) and a negative one keeps the model. `tessel compare` fills it from a
-  // kernel profile (runtime/profile.h) plus the per-task overhead.
+  // kernel profile (the CPU executor's in-place profile, runtime/cpu_executor.h, or the
+  // CUDA backend's) plus the per-task overhead.
   std::vector<double> task_seconds;
-  // Measured cold durations (runtime/profile.h): empty, or one entry per task, where a
-  // value >= 0 is that compute task's seconds with none of its data in its device's
-  // cache. Given, the simulator keeps what each device's cache holds (see "cache" above)
+  // Measured cold durations (runtime/cpu_executor.h, InPlaceProfileOptions): empty, or
+  // one entry per task, where a value >= 0 is that compute task's seconds with none of
+  // its data in its device's cache. Given, the simulator keeps what each device's cache holds (see "cache" above)
   // and a compute task with task_seconds t and cold seconds c takes
   // t + (c - t) × (its bytes not in the cache) / (its bytes).
   std::vector<double> task_seconds_cold;

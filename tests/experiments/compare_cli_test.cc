@@ -125,7 +125,9 @@ TEST(CompareCli, WithoutAMachineItCalibratesDuringTheTimedRoundsAndReportsTheCal
   EXPECT_GT(j["rows"][0]["simulated_s"].get<double>(), 0);
   // By default the kernels are profiled, and the analytic simulation is reported beside.
   EXPECT_EQ(j["compute_model"], "profiled");
-  EXPECT_GT(j["kernels_profiled"].get<int>(), 0);
+  // On the CPU every compute task of the row is timed in place (no GPU kernels).
+  EXPECT_GT(j["tasks_profiled"].get<int>(), 0);
+  EXPECT_EQ(j["kernels_profiled"], 0);
   EXPECT_EQ(j["cache_model"], true);
   // The cache model holds, per worker, the calibrated per-core cache (no --cache-bytes).
   EXPECT_EQ(j["cache_model_bytes"], j["calibration"]["cache_capacity_bytes"]);
@@ -157,6 +159,7 @@ TEST(CompareCli, AnalyticComputeModelSkipsProfiling) {
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["compute_model"], "analytic");
   EXPECT_EQ(j["kernels_profiled"], 0);
+  EXPECT_EQ(j["tasks_profiled"], 0);
   EXPECT_EQ(j["cache_model"], false);
   EXPECT_FALSE(j["rows"][0].contains("simulated_analytic_s"));
   EXPECT_EQ(j["mape_analytic_pct"], j["mape_pct"]);

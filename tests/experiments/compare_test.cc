@@ -103,6 +103,7 @@ TEST(CompareRun, RunsWithoutTheCliOnAGivenMachine) {
   EXPECT_GT(res.rows[0].measured_s, 0);
   EXPECT_LE(res.rows[0].measured_spread_s.p10, res.rows[0].measured_spread_s.p90);
   EXPECT_EQ(res.kernels_profiled, 0u);
+  EXPECT_EQ(res.tasks_profiled, 0u);
   EXPECT_FALSE(res.task_kinds.empty());
 }
 
