@@ -16,6 +16,7 @@
 
 #include "core/collective_rewrite.h"
 #include "core/error.h"
+#include "core/ready_order.h"
 #include "core/stats.h"
 #include "runtime/cpu_arena.h"
 #include "runtime/cpu_kernels.h"
@@ -35,7 +36,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Ready tasks of one device: the highest priority first, ties by task id.
+// Ready tasks of one device: the highest priority first, ties by core's ready_tie (a move's
+// stagger step, then the task id: core/ready_order.h), as the simulator orders them.
 struct ReadyQueue {
   std::mutex mutex;
   std::condition_variable cv;
@@ -174,6 +176,9 @@ class Run {
       for (TaskId s : succs_[i]) best = std::max(best, rank_[s.index()]);
       rank_[i] = best + cost;
     }
+    // The workers of one process (or of MPI ranks, whose calibrated machine is one host):
+    // one level of stagger, as the simulator takes for a machine of one host.
+    tie_ = ready_ties(tg_, StaggerLayout{tg_.num_devices});
     involved_.assign(n, 0);
     std::int64_t involved = 0;
     for (std::size_t i = 0; i < n; ++i) {
@@ -408,9 +413,9 @@ class Run {
     }
   }
 
-  // Heap order: larger rank first, then smaller task id.
+  // Heap order: larger rank first, then smaller tie key.
   bool before(std::int32_t a, std::int32_t b) const {
-    return rank_[a] != rank_[b] ? rank_[a] < rank_[b] : a > b;
+    return rank_[a] != rank_[b] ? rank_[a] < rank_[b] : tie_[a] > tie_[b];
   }
 
   // This process runs the device's worker (every device, unless the run is split over
@@ -718,6 +723,7 @@ class Run {
   std::vector<ReadyQueue> queues_;
   std::vector<std::vector<TaskId>> succs_;
   std::vector<double> rank_;  // priority: longest estimated path to the end
+  std::vector<std::uint64_t> tie_;  // then this, smaller first (core/ready_order.h)
   std::unique_ptr<std::atomic<std::int32_t>[]> deps_left_;
   std::unique_ptr<std::atomic<std::int32_t>[]> readers_left_;
   std::vector<BufferStore<T>> storage_;

@@ -5,7 +5,8 @@
 // copies or accumulations, moves real copies between device memories (run by the
 // receiving device's worker when it is free).
 //
-// Ready tasks run longest-path-to-the-end first (estimated with rough CPU costs), as
+// Ready tasks run longest-path-to-the-end first (estimated with rough CPU costs), ties
+// by core's ready_tie (a move's stagger step, then the task id: core/ready_order.h), as
 // the simulator's async policy orders them.
 // Policies: `async` runs any ready task at once, no barriers (Einsummable); `bsp` adds
 // the barriers of core's bsp_phase(), the same the simulator's bsp policy uses.

@@ -14,6 +14,7 @@
 #include "core/checked.h"
 #include "core/collective_rewrite.h"
 #include "core/error.h"
+#include "core/ready_order.h"
 #include "sim/collective_symmetry.h"
 #include "sim/collectives.h"
 #include "sim/compute_model.h"
@@ -316,13 +317,7 @@ class Pairwise final : public Program {
   }
 
  private:
-  [[nodiscard]] int to(int i, int k) const {
-    if (g_ == 0) return (i + k) % n_;
-    const int q = i / g_, l = i % g_, nodes = n_ / g_;
-    if (k < g_) return q * g_ + (l + k) % g_;
-    const int u = k - g_, d = u / g_ + 1, t = u % g_;
-    return ((q + d) % nodes) * g_ + (l + t) % g_;
-  }
+  [[nodiscard]] int to(int i, int k) const { return stagger_peer(i, k, StaggerLayout{n_, g_}); }
 
   int n_, w_, g_;
   std::int64_t elements_ = 0;

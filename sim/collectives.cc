@@ -7,6 +7,7 @@
 
 #include "core/collective_rewrite.h"
 #include "core/error.h"
+#include "core/ready_order.h"
 
 namespace tessel::sim {
 
@@ -402,19 +403,13 @@ TaskGraph collective_task_graph(const CollectiveSpec& s) {
       // Two levels, staggered on each: in intra-node step j rank (q, l) sends to (q, l + j);
       // in inter-node step (d, t) to (q + d, l + t). Every step is a permutation, so no
       // NVLink or NIC receives from two senders of one step.
-      const int g = s.ranks_per_node, nodes = n / g;
-      int step = 1;
-      for (int j = 1; j < g; ++j, ++step)
+      // (core/ready_order.h: the steps are stagger_step's, the order ready moves tie in.)
+      const StaggerLayout layout{n, s.ranks_per_node};
+      for (int step = 1; step < n; ++step)
         for (int i = 0; i < n; ++i) {
-          const int to = (i / g) * g + (i % g + j) % g;
+          const int to = stagger_peer(i, step, layout);
           (void)b.move(in[static_cast<std::size_t>(i)], lo(to), len(to), to, step);
         }
-      for (int d = 1; d < nodes; ++d)
-        for (int t = 0; t < g; ++t, ++step)
-          for (int i = 0; i < n; ++i) {
-            const int to = ((i / g + d) % nodes) * g + (i % g + t) % g;
-            (void)b.move(in[static_cast<std::size_t>(i)], lo(to), len(to), to, step);
-          }
       return b.take();
     }
     for (int k = 1; k < n; ++k)
@@ -656,18 +651,6 @@ Hop hop(const Machine& m, int a, int b) {
 // the same table) are already the machine presets' link latencies, read from the routes.
 constexpr double kNcclBaseLatencySimple_s = 8.4e-6;
 
-// Consecutive ranks per node when ranks 0..n-1 fill whole nodes of equal size, else 0.
-int ranks_per_node(const Machine& m, int n) {
-  int g = 0;
-  while (g < n && m.device(DeviceId(g)).host == m.device(DeviceId(0)).host) ++g;
-  if (g == n || n % g != 0) return 0;
-  for (int i = 0; i < n; ++i)
-    if (m.device(DeviceId(i)).host != m.device(DeviceId(i - i % g)).host ||
-        (i % g == 0 && i > 0 && m.device(DeviceId(i)).host == m.device(DeviceId(i - g)).host))
-      return 0;
-  return g;
-}
-
 // Pieces of at least kSliceBytes per chunk, at most kMaxSlices.
 int default_slices(std::int64_t chunk_bytes) {
   return static_cast<int>(std::clamp<std::int64_t>(chunk_bytes / kSliceBytes, 1, kMaxSlices));
@@ -728,7 +711,7 @@ CollectivePlan plan_collective(Collective c, int n, std::int64_t bytes, DType dt
       while ((2 << depth) - 1 < n) ++depth;
       add(Algorithm::tree, kNcclBaseLatencySimple_s + 2 * depth * worst.latency_s, 2 * S / worst.bytes_per_s);
     }
-    const int g = c == Collective::allreduce ? ranks_per_node(m, n) : 0;
+    const int g = c == Collective::allreduce ? devices_per_host(m, n) : 0;
     if (g > 0) {
       // Hierarchical: the intra-node rings' links carry reduce-scatter and all-gather,
       // 2(g−1)/g·S; every rail's ring carries 2(N−1)/N·S/g; pipelined, the busier decides.
@@ -761,7 +744,7 @@ CollectivePlan plan_collective(Collective c, int n, std::int64_t bytes, DType dt
   s.ranks = n;
   s.bytes = bytes;
   s.dtype = dtype;
-  s.ranks_per_node = c == Collective::allreduce || c == Collective::alltoall ? ranks_per_node(m, n) : 0;
+  s.ranks_per_node = c == Collective::allreduce || c == Collective::alltoall ? devices_per_host(m, n) : 0;
   if (forced) {
     const bool fits = std::any_of(est.begin(), est.end(), [&](const auto& e) { return e.algorithm == *forced; });
     if (!fits) {

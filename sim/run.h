@@ -27,6 +27,7 @@
 #include "core/checked.h"
 #include "core/error.h"
 #include "core/machine.h"
+#include "core/ready_order.h"
 #include "core/task_graph.h"
 #include "sim/event_queue.h"
 #include "sim/large_pages.h"
@@ -66,11 +67,10 @@ class Run {
     SimTime at;
   };
   struct Ready {
-    std::int64_t key;  // smallest first: -rank (longest path) or arrival order (FIFO)
+    std::int64_t key;   // smallest first: -rank (longest path) or arrival order (FIFO)
+    std::uint64_t tie;  // then core's ready_tie (core/ready_order.h): a move's stagger step, the task id
     Released r;
-    friend bool operator>(const Ready& a, const Ready& b) {
-      return a.key > b.key || (a.key == b.key && a.r.task > b.r.task);
-    }
+    friend bool operator>(const Ready& a, const Ready& b) { return a.key > b.key || (a.key == b.key && a.tie > b.tie); }
   };
   using ReadyHeap = std::vector<Ready>;
   struct Bucket {
@@ -227,6 +227,9 @@ class Run {
   bool interfere_ = false;
 
   RouteTable routes_;
+  // Per route of a move (Info::route; one per source and destination): its stagger step
+  // (core/ready_order.h), the move's tie-break among ready tasks of equal priority.
+  std::vector<std::uint16_t> route_step_;
   std::vector<std::int64_t> link_bytes_;
   std::int64_t bytes_moved_ = 0;
   std::unique_ptr<NetworkModel> network_;

@@ -2,6 +2,7 @@
 // run's arrays (sim/run.h).
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <limits>
 #include <unordered_map>
@@ -71,6 +72,8 @@ void Run::setup() {
     type_of[static_cast<std::size_t>(dev)] = &m_.type_of(DeviceId(dev));
     single_lane[static_cast<std::size_t>(dev)] = type_of[static_cast<std::size_t>(dev)]->single_lane;
   }
+  static_assert(kMaxDevices - 1 <= std::numeric_limits<std::uint16_t>::max(), "a stagger step fits route_step_");
+  const StaggerLayout stagger{devices_, devices_per_host(m_, devices_)};
   dep_buf.reserve(n * 2);
   read_buf.reserve(n * 2);
   for (std::size_t i = 0; i < n; ++i) {
@@ -126,6 +129,8 @@ void Run::setup() {
       if (*slot < 0) {
         m_.route(t.device, t.dst_device, route_links);
         *slot = routes_.add(m_, route_links);
+        route_step_.push_back(static_cast<std::uint16_t>(stagger_step(t.device.value, t.dst_device.value, stagger)));
+        assert(route_step_.size() == static_cast<std::size_t>(routes_.size()));
       }
       const std::int32_t r = *slot;
       in.route = r;

@@ -115,12 +115,13 @@ void Run::make_ready(const Released& r) {
   __builtin_prefetch(&rec_[ui], 1);
   __builtin_prefetch(&adj_offset_[ui]);
   if (in.writes >= 0) __builtin_prefetch(&bufs_[static_cast<std::size_t>(in.writes)], 1);
-  std::int64_t key = o_.priority == Priority::longest_path ? -in.rank : ready_seq_++;
+  const std::int64_t key = o_.priority == Priority::longest_path ? -in.rank : ready_seq_++;
+  const std::uint64_t tie = ready_tie(in.lane == kComm ? route_step_[static_cast<std::size_t>(in.route)] : 0, r.task);
   if (bucketed_ && in.slot_lane == kComm) {
-    push_bucket(slot, Ready{key, r});
+    push_bucket(slot, Ready{key, tie, r});
   } else {
     ReadyHeap& h = ready_[slot];
-    h.push_back(Ready{key, r});
+    h.push_back(Ready{key, tie, r});
     std::push_heap(h.begin(), h.end(), std::greater<>());
   }
   if (!lane_dirty_[slot]) {

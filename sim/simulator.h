@@ -50,8 +50,10 @@
 // Policies:
 //   async  work-conserving: a task starts as soon as its dependencies are done and its
 //          lane is free; among ready tasks on a lane the highest priority goes first —
-//          the longest path from the task to the end (undisturbed durations, ties by
-//          task id), or FIFO (ready order).
+//          the longest path from the task to the end (undisturbed durations; ties by
+//          core's ready_tie, core/ready_order.h: a move's stagger step — two levels on a
+//          machine of several equal hosts, devices_per_host() —, then the task id, the
+//          order every executor's ready queue takes too), or FIFO (ready order).
 //   bsp    bulk-synchronous (core's bsp_phase): for each graph node, all its input and
 //          compute tasks, a barrier, all the communication its outputs need (moves,
 //          touches, outputs), a barrier. Within a phase, tasks run as under async. A

@@ -20,6 +20,7 @@
 
 #include "core/collective_rewrite.h"
 #include "core/error.h"
+#include "core/ready_order.h"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/nvrtc.h"
 #include "runtime/cuda_codegen.h"
@@ -995,7 +996,8 @@ class CudaRun {
   }
 
   // Issue order: list scheduling by the CPU executor's priority (the longest estimated
-  // path to the end first, ties by id); under bsp by phase first.
+  // path to the end first, ties by core's ready_tie: a move's stagger step, then the id,
+  // core/ready_order.h, one level as on a machine of one host); under bsp by phase first.
   std::vector<std::int32_t> issue_order(bool bsp) const {
     const std::size_t n = tg_.tasks.size();
     auto succs = successors(tg_);
@@ -1008,6 +1010,7 @@ class CudaRun {
       for (TaskId s : succs[i]) best = std::max(best, rank[s.index()]);
       rank[i] = best + cost;
     }
+    const std::vector<std::uint64_t> tie = ready_ties(tg_, StaggerLayout{tg_.num_devices});
     auto later = [&](std::int32_t a, std::int32_t b) {  // true when a is issued after b
       if (bsp) {
         const std::int32_t pa = bsp_phase(tg_.tasks[static_cast<std::size_t>(a)]);
@@ -1016,7 +1019,7 @@ class CudaRun {
       }
       if (rank[static_cast<std::size_t>(a)] != rank[static_cast<std::size_t>(b)])
         return rank[static_cast<std::size_t>(a)] < rank[static_cast<std::size_t>(b)];
-      return a > b;
+      return tie[static_cast<std::size_t>(a)] > tie[static_cast<std::size_t>(b)];
     };
     std::priority_queue<std::int32_t, std::vector<std::int32_t>, decltype(later)> ready(later);
     std::vector<std::int32_t> left(n);

@@ -14,6 +14,7 @@
 #include "core/task_graph.h"
 #include "core/workloads.h"
 #include "runtime/cpu_executor.h"
+#include "tests/support/all_to_all.h"
 
 namespace tessel::runtime {
 namespace {
@@ -63,6 +64,7 @@ class LoopbackLink final : public RemoteLink {
     std::lock_guard<std::mutex> lock(hub_.mutex);
     hub_.inbox[static_cast<std::size_t>(to)][move.value] = std::move(data);
     ++sent_;
+    order_.push_back(move.value);
   }
   void phase_done(std::int32_t phase) override {
     std::lock_guard<std::mutex> lock(hub_.mutex);
@@ -73,6 +75,8 @@ class LoopbackLink final : public RemoteLink {
     stop();
   }
   int sent() const { return sent_; }
+  // The moves handed to send(), in the order the workers sent them.
+  const std::vector<std::int32_t>& order() const { return order_; }
 
  private:
   bool mine(DeviceId d) const { return d.value >= first_ && d.value < last_; }
@@ -121,7 +125,9 @@ class LoopbackLink final : public RemoteLink {
   std::thread thread_;
   std::atomic<bool> ending_{false}, abandon_{false};
   int sent_ = 0;
+  std::vector<std::int32_t> order_;
 };
+
 
 TEST(RemoteLink, SplitRunsMatchTheReferenceUnderBothPolicies) {
   for (const char* w : {"chain:size=48", "chain-sum:size=40", "ffn:tokens=24,dim=16,hidden=40",
@@ -177,6 +183,41 @@ TEST(RemoteLink, SplitRunsMatchTheReferenceUnderBothPolicies) {
         for (const RunResult& r : results) spans += r.timeline.spans.size();
         EXPECT_EQ(spans, tg.tasks.size() + static_cast<std::size_t>(moves_between)) << label;
       }
+    }
+  }
+}
+
+// A split run whose parts hold one device each: a part's outgoing moves are ready at once
+// (its input block's task pushes them all) and leave in the ready queue's order. In the
+// lowered all-to-all they tie on priority, so core's stagger (core/ready_order.h) orders
+// them: device p sends to p + 1, p + 2, ... (mod n), as the simulator's comm lanes do — in
+// task order every device would send to device 0 first (tests/sim/stagger_test.cc).
+TEST(RemoteLink, AllToAllMovesLeaveEachDeviceInStaggerOrder) {
+  const int n = 6;
+  const testing::AllToAll a = testing::lowered_all_to_all(n, 8);
+  const Graph& g = a.graph;
+  const TaskGraph& tg = a.tg;
+  const TensorMap inputs = random_inputs(g, 5);
+  Hub hub(n);
+  std::vector<std::unique_ptr<LoopbackLink>> links;
+  std::vector<RunResult> results(static_cast<std::size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) links.push_back(std::make_unique<LoopbackLink>(hub, r, n, Policy::async));
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      CpuOptions o;
+      o.pin_threads = false;
+      o.link = links[static_cast<std::size_t>(r)].get();
+      results[static_cast<std::size_t>(r)] = CpuExecutor(o).run(g, tg, inputs);
+    });
+  for (auto& t : threads) t.join();
+  for (int p = 0; p < n; ++p) {
+    const std::vector<std::int32_t>& sent = links[static_cast<std::size_t>(p)]->order();
+    ASSERT_EQ(sent.size(), static_cast<std::size_t>(n - 1)) << "device " << p;
+    for (int k = 1; k < n; ++k) {
+      const Task& t = tg.tasks[static_cast<std::size_t>(sent[static_cast<std::size_t>(k - 1)])];
+      EXPECT_EQ(t.device.value, p);
+      EXPECT_EQ(t.dst_device.value, (p + k) % n) << "device " << p << ", step " << k;
     }
   }
 }

@@ -153,7 +153,9 @@ TEST(Fuse, BuiltInCollectiveWorkloadsFuse) {
     const char* parts;
     bool sooner;  // a collective worth overlapping: fused must win
   };
-  // GEMM + all-to-all moves 28 MiB per GPU behind a 0.16 ms GEMM: fused wins. The GEMV's
+  // GEMM + all-to-all moves 28 MiB per GPU behind a 0.16 ms GEMM: fused wins (by 12.9%
+  // with the moves staggered, core/ready_order.h; by 37% when every sender's moves queued on
+  // one receiver at a time; published: 12% on average, up to 20%). The GEMV's
   // reduce-scatter is a few KiB (latency alone) and the embedding's lookup is memory-bound:
   // there the 12.5% the fused kernel costs can outweigh what its overlap saves, so only
   // that they fuse is required.
@@ -171,7 +173,7 @@ TEST(Fuse, BuiltInCollectiveWorkloadsFuse) {
     const double fused = run_fused(tg, m, "flow", &f).makespan_s;
     EXPECT_GT(f.fused_kernels, 0) << w.workload;
     if (w.sooner) {
-      EXPECT_LT(fused, 0.8 * bulk) << w.workload;
+      EXPECT_LT(fused, 0.95 * bulk) << w.workload;
     }
   }
 }
