@@ -150,4 +150,20 @@ TEST(MemoryCapCli, FastestSkipsARuleWhosePlanFails) {
   EXPECT_EQ(all_fail.err.find("warning"), std::string::npos) << all_fail.output();
 }
 
+// --memory-cap with --fuse-collectives: the fused kernels' per-task times are indexed by
+// the task ids before the memory planner adds evicts and loads, so the pair is refused up
+// front, naming both options, with no trace file left behind (it once failed after
+// planning with "task_seconds has N entries for M tasks").
+TEST(MemoryCapCli, SimulateRefusesMemoryCapWithFuseCollectives) {
+  const auto trace = std::filesystem::temp_directory_path() / ("tessel_memcap_fuse_" + std::to_string(::getpid()) + ".json");
+  auto r = tessel::testing::run_tessel("simulate -w gemm-alltoall -d 8 -m h100-sxm-8 --fuse-collectives --memory-cap 50% --trace " +
+                                       trace.string());
+  const bool left = std::filesystem::exists(trace);
+  std::filesystem::remove(trace);
+  EXPECT_EQ(r.status, 1) << r.output();
+  EXPECT_NE(r.err.find("tessel: error: --memory-cap and --fuse-collectives cannot be combined"), std::string::npos)
+      << r.output();
+  EXPECT_FALSE(left);
+}
+
 }  // namespace
