@@ -166,4 +166,18 @@ TEST(MemoryCapCli, SimulateRefusesMemoryCapWithFuseCollectives) {
   EXPECT_FALSE(left);
 }
 
+// compare refuses a cap below one task's needs before it makes --trace-dir: no empty
+// folder is left behind.
+TEST(MemoryCapCli, CompareWithAnImpossibleCapLeavesNoTraceDir) {
+  const auto dir = std::filesystem::temp_directory_path() / ("tessel_memcap_tracedir_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  auto r = tessel::testing::run_tessel("compare -w chain:size=256 -d 1 --repeat 1 --policy async --memory-cap 1000 --trace-dir " +
+                                       dir.string());
+  const bool left = std::filesystem::exists(dir);
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(r.status, 1) << r.output();
+  EXPECT_NE(r.err.find("tessel: error: "), std::string::npos) << r.output();
+  EXPECT_FALSE(left) << dir;
+}
+
 }  // namespace
