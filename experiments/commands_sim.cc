@@ -170,6 +170,11 @@ void run_simulate(const Opts& o) {
   if (!collective && o.expand_collectives) fail("--expand-collectives applies to --collective only");
   if (!collective && o.algorithm != "auto") fail("--algorithm applies to --collective only");
   if (o.memory_cap.empty() && !o.prefetch.empty()) fail("--prefetch applies with --memory-cap only");
+  // The fused tasks' times and flags (sim/fuse.h) are indexed by the task ids of the fused
+  // graph; the memory planner inserts evicts and loads and renumbers them.
+  if (!o.memory_cap.empty() && o.overlap.fuse_collectives)
+    fail("--memory-cap and --fuse-collectives cannot be combined: the memory planner inserts evict and load tasks, "
+         "and the fused kernels' per-task times are not carried through it; give one of the two");
   so.symmetry = !o.no_symmetry;
   if (collective) {
     coll = sim::parse_collective(o.collective, "--collective");

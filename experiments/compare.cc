@@ -139,8 +139,6 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
   if (o.machine && o.machine->num_devices() != devices)
     fail("machine '", o.machine_name, "' describes ", o.machine->num_devices(), " devices but ", devices,
          " were asked for (calibrate again with -d ", devices, ")");
-  if (!o.trace_dir.empty()) std::filesystem::create_directories(o.trace_dir);
-
   CompareResult res;
   res.graph = graph_name;
   res.devices = devices;
@@ -192,6 +190,8 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
     }
     res.memory_cap = json::array();
   }
+  // Only once every input has been checked (the cap too): a refused command leaves no folder.
+  if (!o.trace_dir.empty()) std::filesystem::create_directories(o.trace_dir);
   std::vector<Row> plan_rows;
   for (std::size_t si = 0; si < o.strategies.size(); ++si)
     for (runtime::Policy policy : policies) {

@@ -15,10 +15,10 @@
 
 #include "core/error.h"
 #include "core/machine.h"
-#include "sim/fuse.h"
 #include "core/stats.h"
 #include "core/task_graph.h"
 #include "core/workloads.h"
+#include "experiments/overlap_cli.h"
 #include "planner/placement.h"
 #include "planner/strategy.h"
 #include "runtime/cpu_executor.h"
@@ -82,8 +82,10 @@ std::string human_duration(double s) {
 }  // namespace
 
 const std::vector<std::string>& sweep_keys() {
-  static const std::vector<std::string> keys{"workload", "devices", "strategy", "placement", "machine",
-                                             "network",  "policy",  "backend",  "weights"};
+  static const std::vector<std::string> keys{"workload",      "devices",       "strategy", "placement",
+                                             "machine",       "network",       "policy",   "backend",
+                                             "weights",       "ready_order",   "comm_priority", "comm_sms",
+                                             "comm_mechanism", "fuse_collectives"};
   return keys;
 }
 
@@ -91,7 +93,7 @@ const std::vector<std::string>& sweep_columns() {
   static const std::vector<std::string> cols = [] {
     std::vector<std::string> c = sweep_keys();
     for (const char* f : {"makespan_s", "bytes_moved", "peak_memory_bytes", "compute_utilization", "comm_utilization", "tasks", "events",
-                          "plan_wall_s", "lower_wall_s", "sim_wall_s", "error"})
+                          "plan_wall_s", "lower_wall_s", "sim_wall_s", "fused_kernels", "error"})
       c.emplace_back(f);
     return c;
   }();
@@ -99,7 +101,23 @@ const std::vector<std::string>& sweep_columns() {
 }
 
 std::vector<std::string> SweepPoint::key() const {
-  return {workload, std::to_string(devices), strategy, placement, machine, network, policy, backend, weights};
+  // The overlap options as given ("machine": the machine's own setting), so that a file
+  // begun with other options is not resumed as if its rows were these.
+  const InterferenceSettings& s = interference;
+  return {workload,
+          std::to_string(devices),
+          strategy,
+          placement,
+          machine,
+          network,
+          policy,
+          backend,
+          weights,
+          std::string(sim::to_string(ready_order)),
+          s.set_priority ? std::string(to_string(s.comm_priority)) : "machine",
+          s.set_sms ? std::to_string(s.comm_sms) : "machine",
+          s.set_mechanism ? std::string(to_string(s.comm_mechanism)) : "machine",
+          fuse_collectives ? "1" : "0"};
 }
 
 SweepSpec parse_sweep_spec(const json& j, const std::string& what) {
@@ -224,14 +242,10 @@ SweepOutcome run_sweep_point(const SweepPoint& p) {
     so.network = p.network;
     so.policy = sim::parse_policy(p.policy);
     so.priority = p.ready_order;
-    if (p.fuse_collectives) {  // nothing to fuse: the point runs unfused
-      sim::FusedGraph f = sim::fuse_collectives(tg, m);
-      if (f.fused_kernels > 0) {
-        tg = std::move(f.graph);
-        so.task_seconds = std::move(f.task_seconds);
-        so.fused = std::move(f.fused);
-      }
-    }
+    // Nothing to fuse: a warning naming the point, and the point runs unfused.
+    o.fused_kernels = cli::apply_fusion(p.fuse_collectives, tg, m, so,
+                                        p.workload + " (-d " + std::to_string(p.devices) + ", " + p.strategy + ", " +
+                                            p.machine + ")");
     const sim::SimResult r = sim::simulate(tg, m, so);
     o.makespan_s = r.makespan_s;
     o.bytes_moved = r.bytes_moved;
@@ -278,7 +292,7 @@ std::vector<std::string> csv_row(const SweepPoint& p, const SweepOutcome& o) {
   for (const std::string& v :
        {number(o.makespan_s), std::to_string(o.bytes_moved), std::to_string(o.peak_memory_bytes),
         number(o.compute_utilization), number(o.comm_utilization), std::to_string(o.tasks), std::to_string(o.events), number(o.plan_wall_s),
-        number(o.lower_wall_s), number(o.sim_wall_s), std::string()})
+        number(o.lower_wall_s), number(o.sim_wall_s), std::to_string(o.fused_kernels), std::string()})
     row.push_back(v);
   return row;
 }

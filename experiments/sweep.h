@@ -40,8 +40,9 @@ struct SweepSpec {
   std::vector<std::string> policies{"async"};
   std::vector<std::string> backends{"sim"};
   std::vector<std::string> weights{"resident"};
-  // Not keys: set from the command line for every simulated point (--comm-priority,
-  // --comm-sms, --comm-mechanism, --ready-order, --fuse-collectives).
+  // Not spec keys: set from the command line for every simulated point (--comm-priority,
+  // --comm-sms, --comm-mechanism, --ready-order, --fuse-collectives). They are key
+  // columns of the CSV, so a file is resumed only with the options that began it.
   InterferenceSettings interference;
   sim::Priority ready_order = sim::Priority::longest_path;
   bool fuse_collectives = false;
@@ -53,7 +54,7 @@ struct SweepPoint {
   int devices = 0;
   std::string strategy, placement, machine, network, policy, backend;
   std::string weights = "resident";
-  // The spec's settings beside the keys (not columns).
+  // The command line's settings (key columns too).
   InterferenceSettings interference;
   sim::Priority ready_order = sim::Priority::longest_path;
   bool fuse_collectives = false;
@@ -85,6 +86,7 @@ struct SweepOutcome {
   double plan_wall_s = 0;           // planning
   double lower_wall_s = 0;          // lowering to the task graph
   double sim_wall_s = 0;            // simulating (cpu rows: the timed runs)
+  int fused_kernels = 0;            // GEMMs fused by --fuse-collectives (0: ran unfused)
   std::string error;
 };
 [[nodiscard]] SweepOutcome run_sweep_point(const SweepPoint& p);

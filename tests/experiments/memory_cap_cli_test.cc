@@ -150,4 +150,34 @@ TEST(MemoryCapCli, FastestSkipsARuleWhosePlanFails) {
   EXPECT_EQ(all_fail.err.find("warning"), std::string::npos) << all_fail.output();
 }
 
+// --memory-cap with --fuse-collectives: the fused kernels' per-task times are indexed by
+// the task ids before the memory planner adds evicts and loads, so the pair is refused up
+// front, naming both options, with no trace file left behind (it once failed after
+// planning with "task_seconds has N entries for M tasks").
+TEST(MemoryCapCli, SimulateRefusesMemoryCapWithFuseCollectives) {
+  const auto trace = std::filesystem::temp_directory_path() / ("tessel_memcap_fuse_" + std::to_string(::getpid()) + ".json");
+  auto r = tessel::testing::run_tessel("simulate -w gemm-alltoall -d 8 -m h100-sxm-8 --fuse-collectives --memory-cap 50% --trace " +
+                                       trace.string());
+  const bool left = std::filesystem::exists(trace);
+  std::filesystem::remove(trace);
+  EXPECT_EQ(r.status, 1) << r.output();
+  EXPECT_NE(r.err.find("tessel: error: --memory-cap and --fuse-collectives cannot be combined"), std::string::npos)
+      << r.output();
+  EXPECT_FALSE(left);
+}
+
+// compare refuses a cap below one task's needs before it makes --trace-dir: no empty
+// folder is left behind.
+TEST(MemoryCapCli, CompareWithAnImpossibleCapLeavesNoTraceDir) {
+  const auto dir = std::filesystem::temp_directory_path() / ("tessel_memcap_tracedir_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  auto r = tessel::testing::run_tessel("compare -w chain:size=256 -d 1 --repeat 1 --policy async --memory-cap 1000 --trace-dir " +
+                                       dir.string());
+  const bool left = std::filesystem::exists(dir);
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(r.status, 1) << r.output();
+  EXPECT_NE(r.err.find("tessel: error: "), std::string::npos) << r.output();
+  EXPECT_FALSE(left) << dir;
+}
+
 }  // namespace

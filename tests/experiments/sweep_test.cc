@@ -38,6 +38,14 @@ std::string read(const std::filesystem::path& p) {
   return ss.str();
 }
 
+// The index of the column named `name` (the keys before the figures may grow).
+std::size_t col(const std::string& name) {
+  const auto& c = sweep_columns();
+  const auto it = std::find(c.begin(), c.end(), name);
+  EXPECT_NE(it, c.end()) << name;
+  return static_cast<std::size_t>(it - c.begin());
+}
+
 // Data rows of a results file (header dropped), each split.
 std::vector<std::vector<std::string>> rows_of(const std::filesystem::path& p) {
   std::istringstream in(read(p));
@@ -63,7 +71,8 @@ TEST(SweepSpec, PointsAreTheCartesianProductLastKeyFastest) {
   auto points = sweep_points(parse_sweep_spec(small_spec(), "s"));
   ASSERT_EQ(points.size(), 2u * 2 * 2 * 2);
   EXPECT_EQ(points[0].key(), (std::vector<std::string>{"chain:size=64", "2", "split-largest", "round-robin",
-                                                        "h100-sxm-8", "flow", "async", "sim", "resident"}));
+                                                        "h100-sxm-8", "flow", "async", "sim", "resident",
+                                                        "longest-path", "machine", "machine", "machine", "0"}));
   EXPECT_EQ(points[1].policy, "bsp");
   EXPECT_EQ(points[2].strategy, "data-parallel");
   EXPECT_EQ(points[8].workload, "ffn:tokens=32,dim=16,hidden=32");
@@ -163,10 +172,11 @@ TEST_F(SweepRun, EveryPointGivesOneRowWithTheFiguresOfSimulate) {
   ASSERT_EQ(rows.size(), 16u);
   for (const auto& r : rows) {
     ASSERT_EQ(r.size(), sweep_columns().size());
-    EXPECT_GT(std::stod(r[9]), 0) << r[0];       // makespan_s
-    EXPECT_GT(std::stod(r[14]), 0) << r[0];      // tasks
+    EXPECT_GT(std::stod(r[col("makespan_s")]), 0) << r[0];
+    EXPECT_GT(std::stod(r[col("tasks")]), 0) << r[0];
+    EXPECT_EQ(r[col("fused_kernels")], "0") << r[0];
     EXPECT_EQ(r.back(), "") << r[0];             // no error
-    const double util = std::stod(r[12]);
+    const double util = std::stod(r[col("compute_utilization")]);
     EXPECT_GT(util, 0);
     EXPECT_LE(util, 1 + 1e-9);
   }
@@ -180,7 +190,9 @@ TEST_F(SweepRun, RowsAreTheSameWhateverTheNumberOfJobsBesidesWallTimes) {
   (void)run_sweep(spec, csv_.string(), options(2));
   auto two = rows_of(csv_);
   auto strip = [](std::vector<std::vector<std::string>> rows) {
-    for (auto& r : rows) r.erase(r.begin() + 16, r.begin() + 19);  // plan, lower, sim wall times
+    for (auto& r : rows)  // plan, lower, sim wall times
+      r.erase(r.begin() + static_cast<std::ptrdiff_t>(col("plan_wall_s")),
+              r.begin() + static_cast<std::ptrdiff_t>(col("sim_wall_s")) + 1);
     std::sort(rows.begin(), rows.end());
     return rows;
   };
@@ -210,7 +222,7 @@ TEST_F(SweepRun, AnInterruptedSweepResumesAndRunsEveryPointExactlyOnce) {
   auto rows = rows_of(csv_);
   ASSERT_EQ(rows.size(), 16u);
   std::map<std::vector<std::string>, int> seen;
-  for (const auto& r : rows) ++seen[std::vector<std::string>(r.begin(), r.begin() + 9)];
+  for (const auto& r : rows) ++seen[std::vector<std::string>(r.begin(), r.begin() + static_cast<std::ptrdiff_t>(sweep_keys().size()))];
   EXPECT_EQ(seen.size(), 16u);
   for (const auto& p : sweep_points(spec)) EXPECT_EQ(seen[p.key()], 1) << p.workload << " " << p.devices;
   // A third run finds nothing to do.
@@ -245,7 +257,7 @@ TEST_F(SweepRun, AFailingPointIsRecordedWithItsErrorAndTheSweepGoesOn) {
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[0][1], "16");
   EXPECT_NE(rows[0].back().find("8"), std::string::npos) << rows[0].back();
-  EXPECT_EQ(rows[0][9], "");  // no makespan
+  EXPECT_EQ(rows[0][col("makespan_s")], "");
   EXPECT_EQ(rows[1][1], "2");
   EXPECT_EQ(rows[1].back(), "");
 }
@@ -259,12 +271,12 @@ TEST_F(SweepRun, CpuBackendPointsAreMeasuredBesideSimulatedOnes) {
   auto rows = rows_of(csv_);
   ASSERT_EQ(rows.size(), 2u);
   std::map<std::string, std::vector<std::string>> by_backend;
-  for (const auto& r : rows) by_backend[r[7]] = r;
+  for (const auto& r : rows) by_backend[r[col("backend")]] = r;
   ASSERT_EQ(by_backend.count("cpu"), 1u);
   const auto& cpu = by_backend["cpu"];
-  EXPECT_GT(std::stod(cpu[9]), 0);       // measured makespan
-  EXPECT_EQ(cpu[14], by_backend["sim"][14]);  // the same task graph
-  EXPECT_EQ(cpu[15], "0");                // no simulator events
+  EXPECT_GT(std::stod(cpu[col("makespan_s")]), 0);                       // measured
+  EXPECT_EQ(cpu[col("tasks")], by_backend["sim"][col("tasks")]);           // the same task graph
+  EXPECT_EQ(cpu[col("events")], "0");                                      // no simulator events
   EXPECT_EQ(cpu.back(), "");
 }
 
@@ -304,6 +316,60 @@ TEST(SweepCli, RunsASpecAndResumesWithNothingToDo) {
   EXPECT_EQ(j["done"], 0);
   std::filesystem::remove(out);
   std::filesystem::remove(spec);
+}
+
+// The overlap options are key columns: a file begun with normal priority does not hand
+// its row to a sweep with --comm-priority high (it once printed "1 already in" and kept
+// the normal-priority row), and resuming with the same options still skips.
+TEST_F(SweepRun, OverlapOptionsAreKeysSoOtherSettingsRunAgain) {
+  json j = json::parse(R"({"workloads": ["chain:size=64"], "devices": [2], "machines": ["h100-sxm-8"]})");
+  SweepSpec spec = parse_sweep_spec(j, "s");
+  SweepSummary normal = run_sweep(spec, csv_.string(), options(1));
+  EXPECT_EQ(normal.done, 1u);
+  SweepSpec high = spec;
+  high.interference.set_priority = true;
+  high.interference.comm_priority = CommPriority::high;
+  SweepSummary second = run_sweep(high, csv_.string(), options(1));
+  EXPECT_EQ(second.skipped, 0u);
+  EXPECT_EQ(second.done, 1u);
+  SweepSpec fused = spec;
+  fused.fuse_collectives = true;
+  fused.ready_order = sim::Priority::fifo;
+  EXPECT_EQ(run_sweep(fused, csv_.string(), options(1)).done, 1u);
+  EXPECT_EQ(run_sweep(high, csv_.string(), options(1)).skipped, 1u);
+  auto rows = rows_of(csv_);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0][col("comm_priority")], "machine");
+  EXPECT_EQ(rows[1][col("comm_priority")], "high");
+  EXPECT_EQ(rows[2][col("fuse_collectives")], "1");
+  EXPECT_EQ(rows[2][col("ready_order")], "fifo");
+}
+
+// --fuse-collectives: a point with nothing to fuse warns (naming it) and runs unfused, and
+// the fused_kernels column says how many GEMMs each point fused.
+TEST_F(SweepRun, FuseCollectivesWarnsPerPointWithNothingToFuseAndRecordsFusion) {
+  json j = json::parse(R"({"workloads": ["chain:size=64", "gemm-alltoall"], "devices": [1, 8],
+                           "machines": ["h100-sxm-8"]})");
+  SweepSpec spec = parse_sweep_spec(j, "s");
+  spec.fuse_collectives = true;
+  ::testing::internal::CaptureStderr();
+  (void)run_sweep(spec, csv_.string(), options(1));
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  std::size_t warnings = 0;
+  for (std::size_t at = 0; (at = err.find("nothing to fuse", at)) != std::string::npos; ++at) ++warnings;
+  std::map<std::string, std::string> fused;  // workload -d: fused_kernels
+  for (const auto& r : rows_of(csv_)) {
+    EXPECT_EQ(r.back(), "") << r[0];
+    fused[r[0] + " " + r[1]] = r[col("fused_kernels")];
+  }
+  ASSERT_EQ(fused.size(), 4u);
+  EXPECT_EQ(fused["chain:size=64 1"], "0");
+  EXPECT_EQ(fused["gemm-alltoall 1"], "0");
+  EXPECT_NE(fused["gemm-alltoall 8"], "0");
+  std::size_t unfused = 0;
+  for (const auto& [k, v] : fused) unfused += v == "0";
+  EXPECT_EQ(warnings, unfused) << err;
+  EXPECT_NE(err.find("tessel: warning: --fuse-collectives: gemm-alltoall (-d 1"), std::string::npos) << err;
 }
 
 }  // namespace

@@ -619,6 +619,10 @@ def cli_cases(rng):
                       {}, "error"))
     cases.append(Case("cli/collective-d-1", ["simulate", "--collective", "allreduce", "--bytes", "1MiB", "-d", "1", "-m",
                                              "h100-sxm-8"], {}, "any"))
+    # The fused kernels' per-task times do not survive the memory planner's new tasks.
+    cases.append(Case("cli/memory-cap-with-fuse-collectives", ["simulate", "-w", "gemm-alltoall", "-d", "8", "-m",
+                                                               "h100-sxm-8", "--fuse-collectives", "--memory-cap", "50%",
+                                                               "--trace", "t.json"], {}, "error", outputs=("t.json",)))
     cases.append(Case("cli/collective-d-9-on-8", ["simulate", "--collective", "allreduce", "--bytes", "1MiB", "-d", "9",
                                                   "-m", "h100-sxm-8"], {}, "error"))
     presets = ["cpu:0", "cpu:-1", "cpu:99999999", "cpu:2147483648", "cpu:abc", "cpu:", "cpu:1.5", "h100", "H100-SXM-8",
