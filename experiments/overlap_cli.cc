@@ -66,18 +66,13 @@ sim::Priority OverlapOptions::ready() const {
 
 int apply_fusion(bool fuse, TaskGraph& tg, const Machine& m, sim::SimOptions& so, const std::string& what) {
   if (!fuse) return 0;
-  sim::FusedGraph f = sim::fuse_collectives(tg, m);
-  if (f.fused_kernels == 0) {
+  const int fused = sim::fuse_collectives_into(tg, m, so);
+  if (fused == 0)
     std::fprintf(stderr,
                  "tessel: warning: --fuse-collectives: %s has nothing to fuse (no contraction's output is moved to "
                  "another device); running it unfused\n",
                  what.c_str());
-    return 0;
-  }
-  tg = std::move(f.graph);
-  so.task_seconds = std::move(f.task_seconds);
-  so.fused = std::move(f.fused);
-  return f.fused_kernels;
+  return fused;
 }
 
 }  // namespace tessel::cli

@@ -29,15 +29,7 @@ struct Sim {
 Sim simulate_one(TaskGraph tg, const Machine& m, bool fuse) {
   sim::SimOptions so;
   Sim out;
-  if (fuse) {
-    sim::FusedGraph f = sim::fuse_collectives(tg, m);
-    out.fused_kernels = f.fused_kernels;
-    if (f.fused_kernels > 0) {
-      tg = std::move(f.graph);
-      so.task_seconds = std::move(f.task_seconds);
-      so.fused = std::move(f.fused);
-    }
-  }
+  if (fuse) out.fused_kernels = sim::fuse_collectives_into(tg, m, so);
   const sim::SimResult r = sim::simulate(tg, m, so);
   out.makespan_s = r.makespan_s;
   double comm = 0;

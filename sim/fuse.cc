@@ -2,6 +2,7 @@
 #include "sim/fuse.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "core/error.h"
 #include "sim/compute_model.h"
@@ -97,6 +98,15 @@ FusedGraph fuse_collectives(const TaskGraph& tg, const Machine& m) {
   }
   g.validate();
   return out;
+}
+
+int fuse_collectives_into(TaskGraph& tg, const Machine& m, SimOptions& so) {
+  FusedGraph f = fuse_collectives(tg, m);
+  if (f.fused_kernels == 0) return 0;
+  tg = std::move(f.graph);
+  so.task_seconds = std::move(f.task_seconds);
+  so.fused = std::move(f.fused);
+  return f.fused_kernels;
 }
 
 }  // namespace tessel::sim

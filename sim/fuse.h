@@ -30,6 +30,7 @@
 
 #include "core/machine.h"
 #include "core/task_graph.h"
+#include "sim/simulator.h"
 
 namespace tessel::sim {
 
@@ -45,5 +46,10 @@ struct FusedGraph {
 // fused_kernels == 0 when nothing is fusible (no contraction's output is moved); the
 // graph is then the input unchanged.
 [[nodiscard]] FusedGraph fuse_collectives(const TaskGraph& tg, const Machine& m);
+
+// fuse_collectives() applied in place: where something is fusible, `tg` becomes the fused
+// graph and `so` gets its task_seconds and fused flags; returns the GEMMs fused (0: `tg`
+// and `so` are left as they were).
+int fuse_collectives_into(TaskGraph& tg, const Machine& m, SimOptions& so);
 
 }  // namespace tessel::sim
