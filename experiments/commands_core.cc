@@ -243,6 +243,7 @@ void add_run(CLI::App& app) {
     bool json_out = false;
     std::string trace;
     std::string memory_cap;
+    std::string offload_order = "free";
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("run",
@@ -261,11 +262,15 @@ void add_run(CLI::App& app) {
       ->check(CLI::Range(1, kMaxRepeat));
   cmd->add_option("--trace", o->trace, "write the measured timeline (median run) as Chrome-trace JSON");
   add_memory_cap_option(*cmd, o->memory_cap);
+  add_offload_order_option(*cmd, o->offload_order);
   cmd->add_flag("--json", o->json_out, "machine-readable output");
   cmd->footer(
-      "Examples:\n  tessel run -w ffn -d 2\n  tessel run -w llama-block:model=tiny -d 2 --memory-cap 50%\n  tessel run -w chain:size=1024 -d 2 --policy bsp --repeat 5\n"
+      "Examples:\n  tessel run -w ffn -d 2\n  tessel run -w llama-block:model=tiny -d 2 --memory-cap 50%\n"
+      "  tessel run -w llama-block:model=tiny -d 2 --memory-cap 50% --offload-order fixed\n  tessel run -w chain:size=1024 -d 2 --policy bsp --repeat 5\n"
       "  tessel run -w llama-block:model=tiny -d 8 --backend block --json");
   cmd->callback([o] {
+    const OffloadOrder offload_order = parse_offload_order(o->offload_order);
+    check_offload_order(offload_order, o->memory_cap);
     Graph g = o->graph.load();
     Decomposition d = o->dec.load(g);
     auto exec = make_executor(o->backend, o->policy, o->cuda);
@@ -279,6 +284,7 @@ void add_run(CLI::App& app) {
         fail("--memory-cap needs --policy async: evicts and loads are placed where memory frees, not in bsp phases");
       if (tg.has_collectives()) fail("--memory-cap: not with --collectives nodes yet (use --collectives moves)");
       capped = cap_memory(tg, o->memory_cap, nullptr);
+      apply_offload_order(*capped, offload_order);
       tg = std::move(capped->graph);
     }
     runtime::TensorMap inputs = runtime::random_inputs(g, o->dec.search.seed);

@@ -74,6 +74,7 @@ struct Opts {
   std::string machine_out;
   std::string memory_cap;
   std::string prefetch;  // empty: not given (fastest with --memory-cap)
+  std::string offload_order = "free";
   bool json_out = false;
   bool expand_collectives = false;
   bool no_symmetry = false;
@@ -170,6 +171,8 @@ void run_simulate(const Opts& o) {
   if (!collective && o.expand_collectives) fail("--expand-collectives applies to --collective only");
   if (!collective && o.algorithm != "auto") fail("--algorithm applies to --collective only");
   if (o.memory_cap.empty() && !o.prefetch.empty()) fail("--prefetch applies with --memory-cap only");
+  const OffloadOrder offload_order = parse_offload_order(o.offload_order);
+  check_offload_order(offload_order, o.memory_cap);
   // The fused tasks' times and flags (sim/fuse.h) are indexed by the task ids of the fused
   // graph; the memory planner inserts evicts and loads and renumbers them.
   if (!o.memory_cap.empty() && o.overlap.fuse_collectives)
@@ -241,10 +244,13 @@ void run_simulate(const Opts& o) {
     trace_devices = parse_device_list(o.trace_devices, m.num_devices(), "--trace-devices");
   }
 
-  // --memory-cap: the uncapped run first (for the slowdown), then the capped graph.
+  // --memory-cap: the uncapped run first (for the slowdown), then the capped graph; with
+  // --offload-order fixed, the plan kept by its free-order makespan (the rule that
+  // `reproduce offload` keeps too), then run in fixed order.
   std::optional<MemoryCapped> capped;
   std::optional<sim::SimResult> uncapped;
   std::optional<sim::SimResult> capped_result;
+  std::optional<double> free_order_makespan_s;  // with fixed: the same plan in free order
   if (!o.memory_cap.empty()) {
     if (collective) fail("--memory-cap applies to task graphs (-w, -g, --task-graph), not to --collective");
     if (so.policy == sim::Policy::bsp)
@@ -257,6 +263,11 @@ void run_simulate(const Opts& o) {
       if (!fastest || s < fastest->makespan_s) fastest = std::move(run);
       return s;
     });
+    if (offload_order == OffloadOrder::fixed) {
+      free_order_makespan_s = fastest ? fastest->makespan_s : sim::simulate(capped->graph, m, so).makespan_s;
+      fastest.reset();  // the fixed-order graph is simulated below
+    }
+    apply_offload_order(*capped, offload_order);
     tg = std::move(capped->graph);
     if (fastest) capped_result = std::move(fastest);
   }
@@ -294,6 +305,7 @@ void run_simulate(const Opts& o) {
     mc["uncapped_makespan_s"] = uncapped->makespan_s;
     mc["uncapped_peak_memory_bytes"] = uncapped->peak_memory_bytes;
     mc["slowdown"] = uncapped->makespan_s > 0 ? r.makespan_s / uncapped->makespan_s : 1.0;
+    if (free_order_makespan_s) mc["free_order_makespan_s"] = *free_order_makespan_s;
     j["memory_cap"] = mc;
   }
   double algbw = 0, busbw = 0;
@@ -349,6 +361,11 @@ void run_simulate(const Opts& o) {
                 uncapped->makespan_s > 0 ? r.makespan_s / uncapped->makespan_s : 1.0,
                 human_bytes(static_cast<double>(r.peak_memory_bytes)).c_str(),
                 human_bytes(static_cast<double>(uncapped->peak_memory_bytes)).c_str());
+    if (free_order_makespan_s)
+      std::printf("  vs free order makespan %s against %s in free order, the same plan (%.3fx): what the freedom of "
+                  "order buys\n",
+                  human_seconds(r.makespan_s).c_str(), human_seconds(*free_order_makespan_s).c_str(),
+                  *free_order_makespan_s > 0 ? r.makespan_s / *free_order_makespan_s : 1.0);
   }
   if (collective) {
     std::printf("  bandwidth     algbw %.2f GB/s, busbw %.2f GB/s\n", algbw, busbw);
@@ -415,6 +432,10 @@ void add_sim_commands(CLI::App& app) {
   cmd->add_option("--write-machine", o->machine_out, "write the machine used as JSON");
   add_memory_cap_option(*cmd, o->memory_cap);
   add_prefetch_option(*cmd, o->prefetch);
+  add_offload_order_option(*cmd, o->offload_order,
+                           ". With --prefetch fastest the plan is the one whose free order simulates fastest (as "
+                           "`reproduce offload` keeps it), so that both orders run the same plan; with fixed, "
+                           "memory_cap.free_order_makespan_s reports that plan's free-order makespan");
   cmd->add_flag("--json", o->json_out, "machine-readable output");
   cmd->footer(
       "Examples:\n"
@@ -429,7 +450,8 @@ void add_sim_commands(CLI::App& app) {
       "  tessel simulate --collective alltoall --bytes 1GiB -d 64 -m fat-tree:8xh100-sxm-8,leaf=2,pod=4,oversubscription=4\n"
       "  tessel simulate -w llama-block:model=7b -d 64 -m torus:4x2xh100-sxm-8 --write-machine torus.json\n"
       "  tessel simulate -m h100-sxm-8 --write-machine m.json --collective alltoall --bytes 64MB -d 8\n"
-      "  tessel simulate -w llama-block:model=7b -d 8 -m h100-sxm-8 --memory-cap 50%");
+      "  tessel simulate -w llama-block:model=7b -d 8 -m h100-sxm-8 --memory-cap 50%\n"
+      "  tessel simulate -w llama-block:model=7b -d 8 -m h100-sxm-8 --memory-cap 50% --offload-order fixed");
   cmd->callback([o] { run_simulate(*o); });
 }
 

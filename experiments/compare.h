@@ -22,6 +22,7 @@
 #include "core/machine.h"
 #include "core/stats.h"
 #include "experiments/backend.h"
+#include "experiments/memory_cap.h"
 #include "sim/simulator.h"
 
 namespace tessel::experiments {
@@ -54,6 +55,9 @@ struct CompareOptions {
   // --memory-cap (experiments/memory_cap.h): every strategy's task graph planned under it
   // (async policy only); empty: uncapped.
   std::string memory_cap;
+  // --offload-order: with fixed, every capped graph runs and is simulated in the fixed
+  // order (fixed_order(), the ZeRO-Offload-style baseline); fixed needs a memory cap.
+  cli::OffloadOrder offload_order = cli::OffloadOrder::free;
 };
 
 // One strategy × policy: its figures in every round (the same length each).

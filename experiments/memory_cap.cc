@@ -34,6 +34,37 @@ void add_prefetch_option(CLI::App& cmd, std::string& text) {
       ->check(CLI::IsMember({"one-range", "packed", "dry-run", "fastest"}));
 }
 
+std::string_view to_string(OffloadOrder order) { return order == OffloadOrder::fixed ? "fixed" : "free"; }
+
+OffloadOrder parse_offload_order(std::string_view text) {
+  for (OffloadOrder o : {OffloadOrder::free, OffloadOrder::fixed})
+    if (text == to_string(o)) return o;
+  fail("--offload-order: unknown order '", text, "' (accepted: free, fixed)");
+}
+
+void add_offload_order_option(CLI::App& cmd, std::string& text, const std::string& extra) {
+  cmd.add_option("--offload-order", text,
+                 "with --memory-cap: the order the capped graph runs in. free: any ready task runs (TURNIP), so a "
+                 "load starts as soon as its memory is free and overlaps the kernels before its reader. fixed: the "
+                 "ZeRO-Offload-style baseline of the same plan: each device's kernels and host transfers (evicts, "
+                 "loads) run one after another in the plan's order, transfers synchronous, so a load holds up the "
+                 "kernel behind it (each load just before the kernel or evict that first uses its buffer). What free "
+                 "gains over fixed is what TURNIP's freedom of order buys" +
+                     extra)
+      ->capture_default_str()
+      ->check(CLI::IsMember({"free", "fixed"}));
+}
+
+void check_offload_order(OffloadOrder order, const std::string& memory_cap) {
+  if (order == OffloadOrder::fixed && memory_cap.empty())
+    fail("--offload-order fixed needs --memory-cap: without a cap there are no evicts or loads to put in a fixed order");
+}
+
+void apply_offload_order(MemoryCapped& c, OffloadOrder order) {
+  c.offload_order = order;
+  if (order == OffloadOrder::fixed) c.graph = fixed_order(c.graph);
+}
+
 namespace {
 
 std::int64_t physical_memory_bytes() {
@@ -123,7 +154,8 @@ nlohmann::json memory_cap_json(const MemoryCapped& c) {
           {"bytes_evicted", s.bytes_evicted},
           {"bytes_loaded", s.bytes_loaded},
           {"host_bytes", s.host_bytes},
-          {"prefetch", std::string(to_string(c.prefetch))}};
+          {"prefetch", std::string(to_string(c.prefetch))},
+          {"offload_order", std::string(to_string(c.offload_order))}};
   if (!c.tried.empty()) {
     nlohmann::json t = nlohmann::json::object();
     for (const auto& [r, s] : c.tried) t[std::string(to_string(r))] = s;
@@ -158,6 +190,11 @@ void print_memory_cap(const MemoryCapped& c) {
   std::printf("%s", c.tried.empty() ? "" : ")");
   for (const auto& [r, why] : c.skipped) std::printf("; %s skipped (its plan failed)", std::string(to_string(r)).c_str());
   std::printf("; planned in %.3f s\n", c.plan_wall_s);
+  std::printf("  offload order %s\n", c.offload_order == OffloadOrder::fixed
+                                         ? "fixed (ZeRO-Offload-style: each device's kernels and host transfers one "
+                                           "after another in the plan's order, transfers synchronous)"
+                                         : "free (TURNIP: any ready task runs; loads overlap the kernels before their "
+                                           "readers)");
 }
 
 }  // namespace tessel::cli

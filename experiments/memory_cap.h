@@ -1,10 +1,13 @@
 #pragma once
 // --memory-cap BYTES|FRACTION on simulate, run and compare: the task graph is rewritten
 // by core's plan_memory() (evicts and loads) so that no device holds more than the cap.
+// --offload-order free|fixed on the same commands: the planned graph as it is (TURNIP's
+// free order) or core's fixed_order() of it (the ZeRO-Offload-style baseline).
 
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -23,6 +26,23 @@ void add_memory_cap_option(CLI::App& cmd, std::string& text);
 // the one whose capped graph simulates fastest.
 void add_prefetch_option(CLI::App& cmd, std::string& text);
 
+// --offload-order: in what order the memory-planned graph runs.
+//   free   as planned: any ready task runs (TURNIP), so a load starts once its range is
+//          free and overlaps the kernels before its reader;
+//   fixed  fixed_order() of the plan (core/memory_plan.h): each device's kernels and host
+//          transfers one after another in the plan's order, transfers synchronous, so a
+//          load holds up the kernel behind it. What free gains over fixed is what the
+//          freedom of order buys.
+enum class OffloadOrder : std::uint8_t { free, fixed };
+[[nodiscard]] std::string_view to_string(OffloadOrder order);  // free, fixed
+// An Error naming --offload-order and the accepted values on anything else.
+[[nodiscard]] OffloadOrder parse_offload_order(std::string_view text);
+// `extra`: what the command adds (simulate: how --prefetch fastest chooses the plan).
+void add_offload_order_option(CLI::App& cmd, std::string& text, const std::string& extra = "");
+// An Error naming both options when `order` is fixed and `memory_cap` is empty: without a
+// cap there are no evicts or loads to order.
+void check_offload_order(OffloadOrder order, const std::string& memory_cap);
+
 struct MemoryCapped {
   TaskGraph graph;  // with evicts and loads
   MemoryPlanStats stats;
@@ -33,7 +53,13 @@ struct MemoryCapped {
   // With "fastest": the rules whose plan failed (skipped), with the error.
   std::vector<std::pair<PrefetchRoom, std::string>> skipped;
   double plan_wall_s = 0;  // plan_memory's wall time, summed over the rules planned
+  OffloadOrder offload_order = OffloadOrder::free;  // fixed: `graph` is fixed_order() of the plan
 };
+
+// With fixed, replaces c.graph by fixed_order(c.graph) (the same tasks, renumbered, with
+// each device's kernels and transfers chained); records the order either way. The plan's
+// figures (stats, prefetch, tried) stay those of the plan, which both orders share.
+void apply_offload_order(MemoryCapped& c, OffloadOrder order);
 
 // An Error naming --prefetch and the accepted values unless `prefetch` is one-range,
 // packed, dry-run or fastest.
@@ -53,12 +79,14 @@ void check_prefetch(const std::string& prefetch);
 
 // memory_cap_bytes, uncapped_peak_bytes, planned_peak_bytes (per device; uncapped: tasks
 // one at a time in the planner's order), evicts, loads, drops, host_inputs, bytes_evicted, bytes_loaded,
-// host_bytes, prefetch (the rule), memory_plan_wall_s (planning time, summed over the
-// rules planned), and with "fastest" prefetch_makespan_s (rule → makespan) and, when a
+// host_bytes, prefetch (the rule), offload_order (free or fixed), memory_plan_wall_s (planning time, summed over the
+// rules planned), and with "fastest" prefetch_makespan_s (rule → the makespan its plan
+// simulated to in free order) and, when a
 // rule's plan failed, prefetch_skipped (rule → error).
 [[nodiscard]] nlohmann::json memory_cap_json(const MemoryCapped& c);
 
-// One line: the cap, the uncapped peak (largest device), evicts and loads with their bytes.
+// Lines: the cap, the uncapped peak (largest device), evicts and loads with their bytes;
+// the prefetch rule; the offload order.
 void print_memory_cap(const MemoryCapped& c);
 
 }  // namespace tessel::cli

@@ -1,5 +1,7 @@
 // --memory-cap on simulate and run, end to end: the JSON reports the cap, the offload and
 // the slowdown; a cap below one task's needs and the bsp policy are refused with exit 1.
+// --offload-order fixed on simulate, run and compare: the same plan in the ZeRO-Offload-style
+// fixed order, never faster, still correct, and refused without a cap.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -178,6 +180,101 @@ TEST(MemoryCapCli, CompareWithAnImpossibleCapLeavesNoTraceDir) {
   EXPECT_EQ(r.status, 1) << r.output();
   EXPECT_NE(r.err.find("tessel: error: "), std::string::npos) << r.output();
   EXPECT_FALSE(left) << dir;
+}
+
+// --offload-order fixed simulates core's fixed_order() of the same plan: the same tasks,
+// evicts, loads and bytes, never faster than the free order (a load holds up the kernel
+// behind it), and slower here, where loads overlap kernels in free order. The free
+// order's makespan of that plan, reported beside it, is the free run's own. With
+// --prefetch fastest (the default) both orders keep the rule whose free order is fastest.
+TEST(MemoryCapCli, SimulateFixedOrderRunsTheSamePlanNoFaster) {
+  const std::string base = "simulate -w llama-block:model=tiny -d 2 -m cpu:2 --memory-cap 50% --json";
+  for (const std::string prefetch : {" --prefetch one-range", ""}) {
+    auto free = tessel::testing::run_tessel(base + prefetch);
+    auto fixed = tessel::testing::run_tessel(base + prefetch + " --offload-order fixed");
+    ASSERT_EQ(free.status, 0) << free.output();
+    ASSERT_EQ(fixed.status, 0) << fixed.output();
+    const auto jf = nlohmann::json::parse(free.out), jx = nlohmann::json::parse(fixed.out);
+    EXPECT_EQ(jf["memory_cap"]["offload_order"], "free");
+    EXPECT_EQ(jx["memory_cap"]["offload_order"], "fixed");
+    EXPECT_FALSE(jf["memory_cap"].contains("free_order_makespan_s"));
+    EXPECT_EQ(jx["tasks"], jf["tasks"]);
+    for (const char* key : {"prefetch", "loads", "evicts", "drops", "bytes_loaded", "bytes_evicted", "planned_peak_bytes",
+                            "memory_cap_bytes", "uncapped_makespan_s"})
+      EXPECT_EQ(jx["memory_cap"][key], jf["memory_cap"][key]) << key << prefetch;
+    ASSERT_GT(jf["memory_cap"]["loads"].get<std::int64_t>(), 0) << "nothing to order: the test shows nothing";
+    const double free_s = jf["makespan_s"].get<double>(), fixed_s = jx["makespan_s"].get<double>();
+    EXPECT_GT(fixed_s, free_s) << prefetch;
+    EXPECT_EQ(jx["memory_cap"]["free_order_makespan_s"].get<double>(), free_s) << prefetch;
+    EXPECT_DOUBLE_EQ(jx["memory_cap"]["slowdown"].get<double>(),
+                     fixed_s / jx["memory_cap"]["uncapped_makespan_s"].get<double>());
+    for (std::size_t d = 0; d < jx["devices"].size(); ++d)
+      EXPECT_LE(jx["devices"][d]["peak_memory_bytes"].get<std::int64_t>(),
+                jx["memory_cap"]["memory_cap_bytes"][d].get<std::int64_t>());
+  }
+}
+
+TEST(MemoryCapCli, RunInFixedOrderComputesTheReference) {
+  auto r = tessel::testing::run_tessel("run -w llama-block:model=tiny -d 2 --memory-cap 50% --offload-order fixed --json");
+  ASSERT_EQ(r.status, 0) << r.output();
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["pass"].get<bool>()) << j["check"].dump();
+  const auto& mc = j["memory_cap"];
+  EXPECT_EQ(mc["offload_order"], "fixed");
+  EXPECT_GT(mc["loads"].get<std::int64_t>(), 0);
+  std::int64_t cap = 0;
+  for (const auto& c : mc["memory_cap_bytes"]) cap = std::max(cap, c.get<std::int64_t>());
+  EXPECT_LE(mc["measured_peak_memory_bytes"].get<std::int64_t>(), cap);
+  auto human = tessel::testing::run_tessel("run -w llama-block:model=tiny -d 2 --memory-cap 50% --offload-order fixed");
+  ASSERT_EQ(human.status, 0) << human.output();
+  EXPECT_NE(human.out.find("offload order fixed"), std::string::npos) << human.out;
+}
+
+// compare --offload-order fixed runs and simulates the fixed graph: on a given machine with
+// the analytic compute model its simulated makespan is simulate's with fixed (and not with
+// free), and every run computes the reference.
+TEST(MemoryCapCli, CompareSimulatesAndRunsTheFixedOrderGraph) {
+  const std::string workload = "-w llama-block:model=tiny -d 2 -s eindecomp -m cpu:2 --memory-cap 50% --json";
+  auto fixed = tessel::testing::run_tessel("compare " + workload +
+                                           " --policy async --repeat 1 --warmup 0 --compute-model analytic --offload-order fixed");
+  auto sim_fixed = tessel::testing::run_tessel("simulate " + workload + " --prefetch one-range --offload-order fixed");
+  auto sim_free = tessel::testing::run_tessel("simulate " + workload + " --prefetch one-range");
+  ASSERT_EQ(fixed.status, 0) << fixed.output();
+  ASSERT_EQ(sim_fixed.status, 0) << sim_fixed.output();
+  ASSERT_EQ(sim_free.status, 0) << sim_free.output();
+  const auto j = nlohmann::json::parse(fixed.out);
+  const auto sx = nlohmann::json::parse(sim_fixed.out), sf = nlohmann::json::parse(sim_free.out);
+  EXPECT_TRUE(j["correct"].get<bool>());
+  ASSERT_EQ(j["rows"].size(), 1u);
+  ASSERT_EQ(j["memory_cap"].size(), 1u);
+  EXPECT_EQ(j["memory_cap"][0]["offload_order"], "fixed");
+  EXPECT_EQ(j["memory_cap"][0]["loads"], sx["memory_cap"]["loads"]);
+  EXPECT_EQ(j["rows"][0]["tasks"], sx["tasks"]);
+  ASSERT_NE(sx["makespan_s"].get<double>(), sf["makespan_s"].get<double>()) << "the orders tie: the test shows nothing";
+  EXPECT_DOUBLE_EQ(j["rows"][0]["simulated_s"].get<double>(), sx["makespan_s"].get<double>());
+}
+
+// Without a cap there are no evicts or loads to order: every command refuses fixed with
+// an input error naming both options, before writing anything.
+TEST(MemoryCapCli, FixedOffloadOrderWithoutACapIsRefused) {
+  const auto trace = tessel::testing::temp_path("tessel_offload_order_trace");
+  const auto dir = tessel::testing::temp_path("tessel_offload_order_dir");
+  std::filesystem::remove_all(dir);
+  for (const std::string cmd :
+       {"simulate -w chain:size=64 -d 2 -m cpu:2 --offload-order fixed --trace " + trace.string(),
+        "run -w chain:size=64 -d 2 --offload-order fixed --trace " + trace.string(),
+        "compare -w chain:size=64 -d 2 --repeat 1 --policy async --offload-order fixed --trace-dir " + dir.string()}) {
+    auto r = tessel::testing::run_tessel(cmd);
+    const bool left = std::filesystem::exists(trace) || std::filesystem::exists(dir);
+    std::filesystem::remove(trace);
+    std::filesystem::remove_all(dir);
+    EXPECT_EQ(r.status, 1) << cmd << "\n" << r.output();
+    EXPECT_NE(r.err.find("tessel: error: --offload-order fixed needs --memory-cap"), std::string::npos) << r.output();
+    EXPECT_FALSE(left) << cmd;
+  }
+  auto bad = tessel::testing::run_tessel("simulate -w chain:size=64 -d 2 -m cpu:2 --memory-cap 50% --offload-order soonest");
+  EXPECT_EQ(bad.status, 2) << bad.output();
+  EXPECT_NE(bad.output().find("--offload-order"), std::string::npos) << bad.output();
 }
 
 }  // namespace

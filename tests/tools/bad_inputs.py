@@ -623,6 +623,16 @@ def cli_cases(rng):
     cases.append(Case("cli/memory-cap-with-fuse-collectives", ["simulate", "-w", "gemm-alltoall", "-d", "8", "-m",
                                                                "h100-sxm-8", "--fuse-collectives", "--memory-cap", "50%",
                                                                "--trace", "t.json"], {}, "error", outputs=("t.json",)))
+    # --offload-order fixed orders evicts and loads: without --memory-cap there are none.
+    cases.append(Case("cli/offload-order-fixed-without-memory-cap-simulate",
+                      ["simulate", "-w", "chain:size=8", "-d", "2", "-m", "cpu:2", "--offload-order", "fixed",
+                       "--trace", "t.json"], {}, "error", outputs=("t.json",)))
+    cases.append(Case("cli/offload-order-fixed-without-memory-cap-run",
+                      ["run", "-w", "chain:size=8", "-d", "2", "--backend", "block", "--offload-order", "fixed",
+                       "--trace", "t.json"], {}, "error", outputs=("t.json",)))
+    cases.append(Case("cli/offload-order-fixed-without-memory-cap-compare",
+                      ["compare", "-w", "chain:size=8", "-d", "1", "--repeat", "1", "--policy", "async",
+                       "--offload-order", "fixed", "--trace-dir", "traces"], {}, "error", outputs=("traces",)))
     cases.append(Case("cli/collective-d-9-on-8", ["simulate", "--collective", "allreduce", "--bytes", "1MiB", "-d", "9",
                                                   "-m", "h100-sxm-8"], {}, "error"))
     presets = ["cpu:0", "cpu:-1", "cpu:99999999", "cpu:2147483648", "cpu:abc", "cpu:", "cpu:1.5", "h100", "H100-SXM-8",
@@ -660,6 +670,8 @@ def cli_cases(rng):
         "comm-mechanism": (["simulate", "-w", "chain:size=8", "-d", "2", "-m", "h100-sxm-8", "--comm-mechanism"],
                            ["dma", ""]),
         "dtype": (["plan", "-w", "chain:size=8", "-d", "2", "-m", "cpu:2", "--dtype"], ["f8", "", "int8", "F32"]),
+        "offload-order": (["simulate", "-w", "chain:size=8", "-d", "2", "-m", "cpu:2", "--memory-cap", "50%",
+                           "--offload-order"], ["nosuch", "", "FIXED", "free,fixed"]),
         "run-backend": (["run", "-w", "chain:size=8", "-d", "2", "--backend"], ["gpu", "", "nosuch"]),
         "run-policy": (["run", "-w", "chain:size=8", "-d", "2", "--backend", "block", "--policy"], ["nosuch", ""]),
         "compare-policy": (["compare", "-w", "chain:size=8", "-d", "1", "--repeat", "1", "--policy"], ["nosuch", "", ","]),
