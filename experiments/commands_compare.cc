@@ -162,6 +162,7 @@ void add_compare(CLI::App& app) {
     double search_budget_s = 30;
     std::string trace_dir;
     std::string memory_cap;
+    std::string copy_lane = "worker";
     bool json_out = false;
   };
   auto o = std::make_shared<Opts>();
@@ -230,11 +231,13 @@ void add_compare(CLI::App& app) {
       ->check(CLI::Range(1e-3, 1e6));
   cmd->add_option("--trace-dir", o->trace_dir, "write every simulated and measured timeline (Chrome trace) here");
   add_memory_cap_option(*cmd, o->memory_cap);
+  add_copy_lane_option(*cmd, o->copy_lane);
   cmd->add_flag("--json", o->json_out, "machine-readable output");
   cmd->footer(
       "Examples:\n  tessel compare                      (the X·Y·Z chain on the cores, 3 strategies, async against bsp)\n"
       "  tessel calibrate -d 2 -o cpu2.json && tessel compare -w ffn -d 2 -m cpu2.json --json\n"
-      "  tessel compare -w llama-block:model=tiny -d 2 --policy async --memory-cap 50%");
+      "  tessel compare -w llama-block:model=tiny -d 2 --policy async --memory-cap 50%\n"
+      "  tessel compare -w llama-block:model=tiny -d 2 --policy async --memory-cap 50% --copy-lane thread");
   cmd->callback([o] {
     const bool cuda = o->backend == "cuda";
     Graph g = o->graph.load();
@@ -276,6 +279,7 @@ void add_compare(CLI::App& app) {
       fail("--comm-sms ", ov.comm_sms, ": the CPU backend's calibrated machine has no SMs to reserve");
     }
     co.memory_cap = o->memory_cap;
+    co.copy_lane = o->copy_lane;
     const experiments::CompareResult res = experiments::run_compare(g, o->graph.describe(), co);
     if (mpi_rank_and_size().first != 0) return;  // --backend mpi: rank 0 reports
     if (o->json_out)

@@ -54,6 +54,9 @@ struct CompareOptions {
   // --memory-cap (experiments/memory_cap.h): every strategy's task graph planned under it
   // (async policy only); empty: uncapped.
   std::string memory_cap;
+  // --copy-lane (experiments/memory_cap.h): worker or thread, run by the CPU executor and
+  // simulated alike (host_copy_lane on the machine's single-lane device types).
+  std::string copy_lane = "worker";
 };
 
 // One strategy × policy: its figures in every round (the same length each).
@@ -115,6 +118,7 @@ struct CompareResult {
   // With a memory cap: per row, the plan's figures and the peak memory simulated and
   // measured (median round); null without one.
   nlohmann::json memory_cap;
+  std::string copy_lane = "worker";  // worker or thread
 };
 
 // Runs the experiment on `g`. Errors (unknown strategy or policy, a machine of another
