@@ -1,8 +1,10 @@
-// The CPU executor's copy lane (CpuOptions::copy_lane = thread): a memory-capped graph
-// computes what the reference does at 1, 2 and 4 devices under async and bsp with its
-// evicts and loads on a second thread per device; that thread is another thread than the
-// worker and runs a load while the worker is inside a compute task; a failing copy task
-// stops the run naming it; a run split over processes refuses the copy lane.
+// The CPU executor's copy lane (CpuOptions::copy_lane = thread; capped graphs on it
+// against the reference: tests/runtime/cpu_arena_test.cc): evicts and loads in bsp's
+// phase order compute what the reference does at 1, 2 and 4 devices under async and bsp;
+// bsp refuses a graph whose dependencies cross its phases backwards; the copy lane is
+// another thread than the worker and runs a load while the worker is inside a compute
+// task; a failing copy task stops the run naming it; a run split over processes refuses
+// the copy lane.
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -21,33 +23,14 @@
 #include "core/workloads.h"
 #include "runtime/cpu_executor.h"
 #include "runtime/kernels.h"
+#include "tests/support/capped_plan.h"
 
 namespace tessel::runtime {
 namespace {
 
 bool is_host_copy(const Task& t) { return t.kind == TaskKind::evict || t.kind == TaskKind::load; }
 
-// Every device capped at `fraction` of the largest uncapped peak, but never below what
-// one task needs.
-MemoryPlan capped(const TaskGraph& tg, double fraction) {
-  std::int64_t peak = 0, need = 0;
-  for (std::int64_t p : order_peak_bytes(tg)) peak = std::max(peak, p);
-  for (const Task& t : tg.tasks) {
-    std::vector<BufferId> bufs = t.reads;
-    if (t.writes.valid()) bufs.push_back(t.writes);
-    std::sort(bufs.begin(), bufs.end());
-    bufs.erase(std::unique(bufs.begin(), bufs.end()), bufs.end());
-    std::map<int, std::int64_t> per_device;
-    for (BufferId b : bufs)
-      per_device[tg.buffer(b).device.value] +=
-          (tg.buffer(b).bytes() + kMemoryAlignment - 1) / kMemoryAlignment * kMemoryAlignment;
-    for (const auto& [d, n] : per_device) need = std::max(need, n);
-  }
-  MemoryPlanOptions o;
-  o.capacity_bytes.assign(static_cast<std::size_t>(tg.num_devices),
-                          std::max(need, static_cast<std::int64_t>(fraction * static_cast<double>(peak))));
-  return plan_memory(tg, o);
-}
+using testing::capped_plan;
 
 void expect_reference(const Graph& g, const RunResult& r, const TensorMap& want, const std::string& label) {
   for (NodeId id : g.outputs()) {
@@ -64,30 +47,6 @@ void expect_copy_spans(const TaskGraph& tg, const RunResult& r, const std::strin
     if (!is_host_copy(t)) continue;
     EXPECT_EQ(s.device, t.device) << label;
     EXPECT_EQ(s.lane, Lane::copy) << label;
-  }
-}
-
-TEST(CpuCopyLane, CappedGraphMatchesReferenceAt124Devices) {
-  const Graph g = build_workload("llama-block:model=tiny");
-  const TensorMap inputs = random_inputs(g, 3);
-  const TensorMap want = evaluate_reference(g, inputs);
-  for (int devices : {1, 2, 4}) {
-    const TaskGraph tg = lower(g, split_largest(g, devices));
-    for (double fraction : {0.5, 0.0}) {
-      const MemoryPlan plan = capped(tg, fraction);
-      const std::string label = std::to_string(devices) + " devices, cap " + std::to_string(fraction);
-      ASSERT_GT(plan.stats.loads, 0) << label;
-      CpuOptions o;
-      o.copy_lane = CopyLane::thread;
-      CpuExecutor exec(o);
-      for (int rep = 0; rep < 2; ++rep) {  // the second run reuses the pooled threads
-        const RunResult r = exec.run(g, plan.graph, inputs);
-        expect_reference(g, r, want, label);
-        const std::vector<std::int64_t> peaks = timeline_peak_bytes(plan.graph, r.timeline);
-        EXPECT_LE(*std::max_element(peaks.begin(), peaks.end()), plan.stats.capacity_bytes[0]) << label;
-        expect_copy_spans(plan.graph, r, label);
-      }
-    }
   }
 }
 
@@ -185,7 +144,7 @@ TEST(CpuCopyLane, RoundTripsMatchReferenceAt124DevicesUnderBothPolicies) {
 // backwards, not a run that waits forever.
 TEST(CpuCopyLane, BspRefusesAGraphWhoseDependenciesCrossPhasesBackwards) {
   const Graph g = build_workload("llama-block:model=tiny");
-  const MemoryPlan plan = capped(lower(g, split_largest(g, 2)), 0.5);
+  const MemoryPlan plan = capped_plan(lower(g, split_largest(g, 2)), 0.5);
   ASSERT_FALSE(bsp_can_run(plan.graph));
   for (CopyLane lane : {CopyLane::worker, CopyLane::thread}) {
     CpuOptions o;
@@ -235,7 +194,7 @@ Pair load_beside_compute(TaskGraph& tg) {
 TEST(CpuCopyLane, ALoadRunsOnAnotherThreadWhileTheWorkerComputes) {
   const Graph g = build_workload("llama-block:model=tiny");
   const TaskGraph tg = lower(g, split_largest(g, 1));
-  MemoryPlan plan = capped(tg, 0.5);
+  MemoryPlan plan = capped_plan(tg, 0.5);
   const Pair p = load_beside_compute(plan.graph);
   ASSERT_GE(p.load, 0) << "no load beside a compute task in the plan";
   plan.graph.validate();
@@ -276,7 +235,7 @@ TEST(CpuCopyLane, ALoadRunsOnAnotherThreadWhileTheWorkerComputes) {
 TEST(CpuCopyLane, AFailingCopyTaskStopsTheRunNamingIt) {
   const Graph g = build_workload("llama-block:model=tiny");
   const TaskGraph tg = lower(g, split_largest(g, 2));
-  const MemoryPlan plan = capped(tg, 0.5);
+  const MemoryPlan plan = capped_plan(tg, 0.5);
   std::int32_t load = -1;
   for (std::size_t i = 0; i < plan.graph.tasks.size() && load < 0; ++i)
     if (plan.graph.tasks[i].kind == TaskKind::load) load = static_cast<std::int32_t>(i);

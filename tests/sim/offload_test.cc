@@ -56,6 +56,12 @@ TaskGraph loads_and_evicts(int loads, int evicts) {
   return tg;
 }
 
+Span span_of(const SimResult& r, TaskId id) {
+  const auto it = std::find_if(r.timeline.spans.begin(), r.timeline.spans.end(), [&](const Span& s) { return s.task == id; });
+  EXPECT_NE(it, r.timeline.spans.end()) << "no span for task " << id.value;
+  return it == r.timeline.spans.end() ? Span{} : *it;
+}
+
 TEST(SimOffload, LoadsQueueOnTheirDirectionAndOverlapEvicts) {
   const Machine m = host_link_machine();
   const SimOptions o;
@@ -82,13 +88,8 @@ TEST(SimOffload, ALoadDoesNotWaitForTouches) {
   tg.tasks.push_back(host_copy(TaskKind::load, dev, BufferId(static_cast<std::int32_t>(tg.buffers.size() - 1)), writer));
   const TaskId load_id(static_cast<std::int32_t>(tg.tasks.size() - 1));
   const SimResult r = simulate(tg, m, SimOptions{});
-  auto span_of = [&](TaskId id) {
-    const auto it = std::find_if(r.timeline.spans.begin(), r.timeline.spans.end(), [&](const Span& s) { return s.task == id; });
-    EXPECT_NE(it, r.timeline.spans.end()) << "no span for task " << id.value;
-    return it == r.timeline.spans.end() ? Span{} : *it;
-  };
-  const Span touch = span_of(touch_id);
-  const Span load = span_of(load_id);
+  const Span touch = span_of(r, touch_id);
+  const Span load = span_of(r, load_id);
   ASSERT_GT(touch.end_s - touch.start_s, 1e-3);
   EXPECT_NEAR(load.start_s, 0, 1e-12);  // beside the touch, not after it
   EXPECT_NEAR(load.end_s, 1e-3, 1e-9);
@@ -141,13 +142,8 @@ TEST(SimOffload, AHostCopyLaneOverlapsALoadWithTheWorkersCompute) {
   EXPECT_NEAR(simulate(tg, with(true, false), {}).makespan_s, 3e-3, 1e-9);  // one lane: the sum
   const SimResult r = simulate(tg, with(true, true), {});
   EXPECT_NEAR(r.makespan_s, 2e-3, 1e-9);  // beside the compute: the max
-  auto span_of = [&](TaskId id) {
-    const auto it = std::find_if(r.timeline.spans.begin(), r.timeline.spans.end(), [&](const Span& s) { return s.task == id; });
-    EXPECT_NE(it, r.timeline.spans.end()) << "no span for task " << id.value;
-    return it == r.timeline.spans.end() ? Span{} : *it;
-  };
-  const Span load = span_of(load_id);
-  const Span compute = span_of(compute_id);
+  const Span load = span_of(r, load_id);
+  const Span compute = span_of(r, compute_id);
   EXPECT_NEAR(load.start_s, 0, 1e-12);
   EXPECT_NEAR(compute.start_s, 0, 1e-12);
   EXPECT_EQ(load.lane, Lane::copy);
