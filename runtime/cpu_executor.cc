@@ -10,7 +10,6 @@
 #include <memory>
 #include <mutex>
 #include <queue>
-#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -779,6 +778,16 @@ RunResult CpuExecutor::run_with(const Graph& g, const TaskGraph& tg, const Tenso
                                 const InPlaceProfileOptions* options, TaskProfile* profile) {
   check_inputs(g, inputs);
   tg.validate();
+  // Over MPI a move from another process is received straight into its destination
+  // buffer, posted before the clock: in a memory-capped graph that buffer's planned range
+  // may still hold a buffer this process's tasks use (the move's dependencies on them are
+  // not waited for here), and the arenas do not exist yet when the receives are posted.
+  const bool split = options_.link && (options_.link->first_device() > 0 || options_.link->last_device() < tg.num_devices);
+  if (split && std::any_of(tg.buffers.begin(), tg.buffers.end(),
+                           [](const Buffer& b) { return b.host || b.offset_bytes >= 0; }))
+    fail("cpu executor: a memory-capped task graph (evicts, loads, buffers at planned offsets) cannot run split "
+         "over processes (MPI): a move from another process would be received into a planned range before this "
+         "process's earlier users of that range are done; run it in one process (--backend cpu)");
   if (options_.link && options_.copy_lane == CopyLane::thread)
     fail("cpu executor: copy lane 'thread' runs on one process's devices only; over MPI (a RemoteLink) evicts and "
          "loads run on the worker (copy lane 'worker')");

@@ -9,7 +9,8 @@
 // by core's ready_tie (a move's stagger step, then the task id: core/ready_order.h), as
 // the simulator's async policy orders them.
 // Policies: `async` runs any ready task at once, no barriers (Einsummable); `bsp` adds
-// the barriers of core's bsp_phase(), the same the simulator's bsp policy uses.
+// the barriers of core's bsp_phase(), the same the simulator's bsp policy uses (a graph
+// with a dependency on a later phase, as any memory-capped graph has, is an error).
 // Computes in float unless some node is f64. A task that throws stops the run and
 // surfaces as an Error naming the task.
 //
@@ -43,7 +44,9 @@
 // what it copies, a load on the writer of its host copy, a reader of a loaded buffer on
 // its load (core/memory_plan.h), and host buffers are written once, each at its own
 // place — so any order of ready tasks over any number of lanes is safe, the guarantee
-// GPUs' copy streams rely on too. Not with a RemoteLink (MPI): an error.
+// GPUs' copy streams rely on too. A capped graph split over processes (a RemoteLink
+// covering some of its devices) is an error, whatever the copy lane, and so is the copy
+// lane thread with any RemoteLink.
 
 #include <chrono>
 #include <exception>

@@ -4,7 +4,7 @@
 // bsp refuses a graph whose dependencies cross its phases backwards; the copy lane is
 // another thread than the worker and runs a load while the worker is inside a compute
 // task; a failing copy task stops the run naming it; a run split over processes refuses
-// the copy lane.
+// the copy lane and capped graphs.
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -272,19 +272,32 @@ class RefusedLink final : public RemoteLink {
   void end(bool) override {}
 };
 
-TEST(CpuCopyLane, ARunSplitOverProcessesRefusesTheCopyLaneThread) {
-  const Graph g = build_workload("chain:size=64");
-  const TaskGraph tg = lower(g, split_largest(g, 2));
-  RefusedLink link;
-  CpuOptions o;
-  o.link = &link;
-  o.copy_lane = CopyLane::thread;
-  try {
-    (void)CpuExecutor(o).run(g, tg, random_inputs(g, 1));
-    FAIL() << "the run was not refused";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("copy lane 'thread'"), std::string::npos) << e.what();
-  }
+// Split over processes (device 0 here, device 1 elsewhere): the copy lane thread is
+// refused, and so is a capped graph on any lane (a move from another process would land
+// in its planned range before this process's earlier users of the range are done).
+TEST(CpuCopyLane, ARunSplitOverProcessesRefusesTheCopyLaneAndCappedGraphs) {
+  auto error_of_run = [](const Graph& g, const TaskGraph& tg, CopyLane lane) -> std::string {
+    RefusedLink link;
+    CpuOptions o;
+    o.link = &link;
+    o.copy_lane = lane;
+    try {
+      (void)CpuExecutor(o).run(g, tg, random_inputs(g, 1));
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  const Graph chain = build_workload("chain:size=64");
+  std::string e = error_of_run(chain, lower(chain, split_largest(chain, 2)), CopyLane::thread);
+  EXPECT_NE(e.find("copy lane 'thread'"), std::string::npos) << e;
+  const Graph g = build_workload("llama-block:model=tiny");
+  const MemoryPlan plan = capped_plan(lower(g, split_largest(g, 2)), 0.5);
+  e = error_of_run(g, plan.graph, CopyLane::worker);
+  EXPECT_NE(e.find("a memory-capped task graph (evicts, loads, buffers at planned offsets) cannot run split over "
+                   "processes"),
+            std::string::npos)
+      << e;
 }
 
 TEST(CpuCopyLane, ParsesAndPrintsItsNames) {
