@@ -202,6 +202,9 @@ void Machine::validate(std::string_view what_sv) const {
       fail(w, ".transcendental_flops_per_s: must be a finite number >= 0, got ", t.transcendental_flops_per_s);
     if (!finite_non_negative(t.generic_flops_per_s))
       fail(w, ".generic_flops_per_s: must be a finite number >= 0, got ", t.generic_flops_per_s);
+    if (t.host_copy_lane && !t.single_lane)
+      fail(w, ".host_copy_lane: needs single_lane (a device with separate lanes already copies to and from its "
+              "host on lanes of its own)");
     for (std::size_t p = 0; p < t.efficiency.size(); ++p) {
       const EfficiencyPoint& e = t.efficiency[p];
       std::string we = w + ".efficiency[" + std::to_string(p) + "]";
@@ -681,7 +684,8 @@ json to_json(const Machine& m) {
                      {"outer_cache_bytes_per_s", t.outer_cache_bytes_per_s},
                      {"copy_row_s", t.copy_row_s},
                      {"generic_row_s", t.generic_row_s},
-                     {"single_lane", t.single_lane}});
+                     {"single_lane", t.single_lane},
+                     {"host_copy_lane", t.host_copy_lane}});
   }
   json hosts = json::array();
   for (const Host& h : m.hosts)
@@ -774,6 +778,11 @@ Machine machine_from_json(const json& j, std::string_view what_sv) {
     if (tj.contains("single_lane")) {
       if (!tj.at("single_lane").is_boolean()) fail(w, ".single_lane: expected true or false, got ", json_read::describe(tj.at("single_lane")));
       t.single_lane = tj.at("single_lane").get<bool>();
+    }
+    if (tj.contains("host_copy_lane")) {
+      if (!tj.at("host_copy_lane").is_boolean())
+        fail(w, ".host_copy_lane: expected true or false, got ", json_read::describe(tj.at("host_copy_lane")));
+      t.host_copy_lane = tj.at("host_copy_lane").get<bool>();
     }
     const json& eff = array_field_or_empty(tj, "efficiency", w);
     for (std::size_t p = 0; p < eff.size(); ++p) {

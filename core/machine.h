@@ -51,7 +51,7 @@
 // left out); routes ([]); interference (the
 // defaults below); barrier_latency_s (0); and a device type's CPU-worker fields (0 or
 // false: not modelled): generic_flops_per_s, transcendental_flops_per_s, single_lane,
-// cache_capacity_bytes, cache_bytes_per_s, outer_cache_capacity_bytes,
+// host_copy_lane, cache_capacity_bytes, cache_bytes_per_s, outer_cache_capacity_bytes,
 // outer_cache_bytes_per_s, copy_row_s, generic_row_s. Errors name the field: "machine.links[2].bytes_per_s: ...".
 //
 // A topology graph adds (core/topology.h): "switches": [{"name": "leaf0"}, ...]; on every
@@ -148,6 +148,11 @@ struct DeviceType {
   // single lane (the CPU executor's one thread per device). False: separate compute,
   // copy and comm lanes (GPU streams and copy engines).
   bool single_lane = false;
+  // With single_lane: the device's evicts and loads (core/memory_plan.h) run on a copy
+  // lane of their own, one at a time in both directions (the CPU executor's copy-lane
+  // thread, CopyLane::thread), beside the worker's lane instead of on it. Needs
+  // single_lane (a GPU's host copies have lanes of their own anyway).
+  bool host_copy_lane = false;
   // Tasks whose memory traffic fits in a cache run at its bandwidth instead of
   // memory_bytes_per_s (0 = no cache modelled). CPUs: the per-core L2.
   std::int64_t cache_capacity_bytes = 0;

@@ -163,6 +163,7 @@ void add_compare(CLI::App& app) {
     std::string trace_dir;
     std::string memory_cap;
     std::string offload_order = "free";
+    std::string copy_lane = "worker";
     bool json_out = false;
   };
   auto o = std::make_shared<Opts>();
@@ -232,12 +233,14 @@ void add_compare(CLI::App& app) {
   cmd->add_option("--trace-dir", o->trace_dir, "write every simulated and measured timeline (Chrome trace) here");
   add_memory_cap_option(*cmd, o->memory_cap);
   add_offload_order_option(*cmd, o->offload_order, "; both the runs and their simulations take the fixed graph");
+  add_copy_lane_option(*cmd, o->copy_lane);
   cmd->add_flag("--json", o->json_out, "machine-readable output");
   cmd->footer(
       "Examples:\n  tessel compare                      (the X·Y·Z chain on the cores, 3 strategies, async against bsp)\n"
       "  tessel calibrate -d 2 -o cpu2.json && tessel compare -w ffn -d 2 -m cpu2.json --json\n"
       "  tessel compare -w llama-block:model=tiny -d 2 --policy async --memory-cap 50%\n"
-      "  tessel compare -w llama-block:model=tiny -d 2 --policy async --memory-cap 50% --offload-order fixed");
+      "  tessel compare -w llama-block:model=tiny -d 2 --policy async --memory-cap 50% --offload-order fixed\n"
+      "  tessel compare -w llama-block:model=tiny -d 1 --policy async --memory-cap 50% --copy-lane thread");
   cmd->callback([o] {
     const bool cuda = o->backend == "cuda";
     Graph g = o->graph.load();
@@ -280,6 +283,7 @@ void add_compare(CLI::App& app) {
     }
     co.memory_cap = o->memory_cap;
     co.offload_order = parse_offload_order(o->offload_order);
+    co.copy_lane = o->copy_lane;
     const experiments::CompareResult res = experiments::run_compare(g, o->graph.describe(), co);
     if (mpi_rank_and_size().first != 0) return;  // --backend mpi: rank 0 reports
     if (o->json_out)

@@ -37,9 +37,15 @@ void print_summary(const TaskGraph& tg) {
 }
 
 std::unique_ptr<runtime::Executor> make_executor(const std::string& backend, const std::string& policy,
-                                                 const CudaCliOptions& cuda = {}) {
+                                                 const CudaCliOptions& cuda = {},
+                                                 runtime::CopyLane copy_lane = runtime::CopyLane::worker) {
   runtime::Policy p = runtime::parse_policy(policy);
-  if (backend == "cpu") return std::make_unique<runtime::CpuExecutor>(runtime::CpuOptions{p, true});
+  if (backend == "cpu") {
+    runtime::CpuOptions o;
+    o.policy = p;
+    o.copy_lane = copy_lane;
+    return std::make_unique<runtime::CpuExecutor>(o);
+  }
   if (backend == "block") {
     if (p != runtime::Policy::async) fail("--backend block runs tasks one by one in order; it has no --policy bsp");
     return std::make_unique<runtime::BlockExecutor>();
@@ -244,6 +250,7 @@ void add_run(CLI::App& app) {
     std::string trace;
     std::string memory_cap;
     std::string offload_order = "free";
+    std::string copy_lane = "worker";
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("run",
@@ -263,17 +270,20 @@ void add_run(CLI::App& app) {
   cmd->add_option("--trace", o->trace, "write the measured timeline (median run) as Chrome-trace JSON");
   add_memory_cap_option(*cmd, o->memory_cap);
   add_offload_order_option(*cmd, o->offload_order);
+  add_copy_lane_option(*cmd, o->copy_lane);
   cmd->add_flag("--json", o->json_out, "machine-readable output");
   cmd->footer(
       "Examples:\n  tessel run -w ffn -d 2\n  tessel run -w llama-block:model=tiny -d 2 --memory-cap 50%\n"
-      "  tessel run -w llama-block:model=tiny -d 2 --memory-cap 50% --offload-order fixed\n  tessel run -w chain:size=1024 -d 2 --policy bsp --repeat 5\n"
+      "  tessel run -w llama-block:model=tiny -d 2 --memory-cap 50% --offload-order fixed\n"
+      "  tessel run -w llama-block:model=tiny -d 1 --memory-cap 50% --copy-lane thread\n  tessel run -w chain:size=1024 -d 2 --policy bsp --repeat 5\n"
       "  tessel run -w llama-block:model=tiny -d 8 --backend block --json");
   cmd->callback([o] {
     const OffloadOrder offload_order = parse_offload_order(o->offload_order);
     check_offload_order(offload_order, o->memory_cap);
     Graph g = o->graph.load();
     Decomposition d = o->dec.load(g);
-    auto exec = make_executor(o->backend, o->policy, o->cuda);
+    const runtime::CopyLane copy_lane = copy_lane_for(o->copy_lane, o->backend, !o->memory_cap.empty(), d.num_devices);
+    auto exec = make_executor(o->backend, o->policy, o->cuda, copy_lane);
     if (o->backend == "cpu") warn_oversubscribed(d.num_devices);
     auto t0 = Clock::now();
     TaskGraph tg = lower(g, d, o->dec.lower_options());
@@ -349,6 +359,7 @@ void add_run(CLI::App& app) {
       j["weights"] = o->dec.weights_used();
       j["backend"] = exec->name();
       j["policy"] = o->policy;
+      j["copy_lane"] = std::string(runtime::to_string(copy_lane));
       j["lower_seconds"] = lower_s;
       j["reference_seconds"] = ref_s;
       j["measured_s"] = run_s;
@@ -366,8 +377,9 @@ void add_run(CLI::App& app) {
       }
       print_json(j);
     } else {
-      std::printf("%s on %d devices (%zu nodes), backend %s, policy %s\n", o->graph.describe().c_str(),
-                  d.num_devices, g.size(), exec->name().c_str(), o->policy.c_str());
+      std::printf("%s on %d devices (%zu nodes), backend %s, policy %s%s\n", o->graph.describe().c_str(),
+                  d.num_devices, g.size(), exec->name().c_str(), o->policy.c_str(),
+                  copy_lane == runtime::CopyLane::thread ? ", copy lane thread" : "");
       print_summary(tg);
       std::printf("  lowered in   %.3f ms\n", lower_s * 1e3);
       std::printf("  measured     %.3f ms (median of %d; %s), the whole call\n", run_s * 1e3, o->repeat,

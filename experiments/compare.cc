@@ -122,6 +122,7 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
     fail("compare --backend mpi needs -m MACHINE.json, measured with `mpirun -np R tessel calibrate --backend mpi -d ",
          devices, " -o MACHINE.json` (it does not calibrate between rounds)");
   if (!cuda && !mpi) cli::warn_oversubscribed(devices);
+  const runtime::CopyLane copy_lane = cli::copy_lane_for(o.copy_lane, o.backend, !o.memory_cap.empty(), devices);
   // Validate everything a user gave before the long work starts.
   std::vector<Decomposition> decompositions;
   for (const auto& s : o.strategies)
@@ -151,6 +152,7 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
   res.warmup = o.warmup;
   res.profiled = o.profiled && !mpi;
   res.trace_dir = o.trace_dir;
+  res.copy_lane = std::string(runtime::to_string(copy_lane));
 
   // The runs go round by round; in each round, one calibration round (without a
   // machine), then per strategy its rows (with --backend cuda and profiled kernels, after
@@ -206,7 +208,10 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
       } else if (mpi) {
         row.exec = cli::make_mpi_executor(policy);
       } else {
-        auto cpu_exec = std::make_unique<runtime::CpuExecutor>(runtime::CpuOptions{policy, true});
+        runtime::CpuOptions cpu_options;
+        cpu_options.policy = policy;
+        cpu_options.copy_lane = copy_lane;
+        auto cpu_exec = std::make_unique<runtime::CpuExecutor>(cpu_options);
         row.cpu = cpu_exec.get();
         row.exec = std::move(cpu_exec);
       }
@@ -311,6 +316,9 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
                              : o.machine ? *o.machine
                                          : cuda_machine);
     o.interference.apply(round_machines.back());
+    // The executor's copy lane, simulated: evicts and loads beside the worker, or on it.
+    for (DeviceType& t : round_machines.back().device_types)
+      if (t.single_lane) t.host_copy_lane = copy_lane == runtime::CopyLane::thread;
   }
   if (cache_model && res.cache_model_bytes == 0)
     res.cache_model_bytes = round_machines.front().device_types.front().cache_capacity_bytes;
@@ -512,6 +520,7 @@ json compare_to_json(const CompareResult& res) {
           {"ranking", ranking_check},
           {"task_kinds", kinds},
           {"memory_cap", res.memory_cap},
+          {"copy_lane", res.copy_lane},
           {"correct", res.correct}};
 }
 
@@ -524,9 +533,10 @@ void print_compare(const CompareResult& res, std::FILE* out) {
                           cli::human_bytes(static_cast<double>(res.cache_model_bytes)) + " per worker)"
                     : "profiled kernels (hot)";
   std::fprintf(out,
-               "%s on %d devices, backend %s, machine %s, network %s, compute %s, median of %d runs "
+               "%s on %d devices, backend %s%s, machine %s, network %s, compute %s, median of %d runs "
                "(each after %d warm-up)\n\n",
-               res.graph.c_str(), res.devices, res.backend.c_str(), res.machine.c_str(), res.network.c_str(),
+               res.graph.c_str(), res.devices, res.backend.c_str(),
+               res.copy_lane == "thread" ? " (copy lane thread)" : "", res.machine.c_str(), res.network.c_str(),
                compute.c_str(), res.repeat, res.warmup);
   std::fprintf(out, "  %-16s %-6s %7s %12s %12s %8s %8s", "strategy", "policy", "tasks", "simulated", "measured", "error",
                "spread");

@@ -58,6 +58,9 @@ struct CompareOptions {
   // --offload-order: with fixed, every capped graph runs and is simulated in the fixed
   // order (fixed_order(), the ZeRO-Offload-style baseline); fixed needs a memory cap.
   cli::OffloadOrder offload_order = cli::OffloadOrder::free;
+  // --copy-lane (experiments/memory_cap.h): worker or thread, run by the CPU executor and
+  // simulated alike (host_copy_lane on the machine's single-lane device types).
+  std::string copy_lane = "worker";
 };
 
 // One strategy × policy: its figures in every round (the same length each).
@@ -119,6 +122,7 @@ struct CompareResult {
   // With a memory cap: per row, the plan's figures and the peak memory simulated and
   // measured (median round); null without one.
   nlohmann::json memory_cap;
+  std::string copy_lane = "worker";  // worker or thread
 };
 
 // Runs the experiment on `g`. Errors (unknown strategy or policy, a machine of another

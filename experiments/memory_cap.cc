@@ -63,6 +63,33 @@ void check_offload_order(OffloadOrder order, const std::string& memory_cap) {
 void apply_offload_order(MemoryCapped& c, OffloadOrder order) {
   c.offload_order = order;
   if (order == OffloadOrder::fixed) c.graph = fixed_order(c.graph);
+void add_copy_lane_option(CLI::App& cmd, std::string& text) {
+  cmd.add_option("--copy-lane", text,
+                 "cpu backend, with --memory-cap: where evicts and loads run. worker: on the device's worker thread, "
+                 "between its compute tasks (a load holds up the kernel behind it); thread: on a copy lane of each "
+                 "device, a second thread with its own ready queue, so that loads overlap compute as a GPU's copy "
+                 "engine lets them (pinned to core devices + d where the machine has one; with fewer than 2 x devices "
+                 "cores the copy lanes share the workers' cores)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"worker", "thread"}));
+}
+
+runtime::CopyLane copy_lane_for(const std::string& text, const std::string& backend, bool capped, int devices) {
+  const runtime::CopyLane lane = runtime::parse_copy_lane(text, "--copy-lane");
+  if (lane == runtime::CopyLane::worker) return lane;
+  if (backend == "cuda")
+    fail("--copy-lane thread: the cuda backend already runs evicts and loads on copy streams of their own "
+         "(--copy-lane applies to --backend cpu)");
+  if (backend != "cpu")
+    fail("--copy-lane thread: --backend ", backend, " runs evicts and loads on the worker (--copy-lane applies to "
+         "--backend cpu)");
+  if (!capped)
+    std::fprintf(stderr, "tessel: warning: --copy-lane thread without --memory-cap: the task graph has no evicts or "
+                         "loads, so there is nothing for the copy lanes to copy\n");
+  else if (devices > 0 && runtime::copy_lane_core(devices, devices - 1) < 0)
+    std::fprintf(stderr, "tessel: warning: copy lanes share cores with the workers: %d cores for %d workers + %d copy "
+                         "lanes\n", runtime::cpu_cores(), devices, devices);
+  return lane;
 }
 
 namespace {

@@ -17,6 +17,7 @@
 #include "core/machine.h"
 #include "core/memory_plan.h"
 #include "core/task_graph.h"
+#include "runtime/cpu_executor.h"
 
 namespace tessel::cli {
 
@@ -42,6 +43,16 @@ void add_offload_order_option(CLI::App& cmd, std::string& text, const std::strin
 // An Error naming both options when `order` is fixed and `memory_cap` is empty: without a
 // cap there are no evicts or loads to order.
 void check_offload_order(OffloadOrder order, const std::string& memory_cap);
+// --copy-lane worker|thread (run, compare): where the CPU backend runs a memory-capped
+// graph's evicts and loads (runtime::CopyLane); compare simulates the same choice.
+void add_copy_lane_option(CLI::App& cmd, std::string& text);
+// The choice `text` for `backend` on `devices` devices: thread is an error with any
+// backend but cpu (cuda has copy streams of its own; mpi and block run evicts and loads
+// on the worker); thread without --memory-cap (`capped` false) warns that there is
+// nothing to copy, and thread on fewer than 2 × devices cores warns that the copy lanes
+// share cores with the workers (runtime::copy_lane_core).
+[[nodiscard]] runtime::CopyLane copy_lane_for(const std::string& text, const std::string& backend, bool capped,
+                                              int devices);
 
 struct MemoryCapped {
   TaskGraph graph;  // with evicts and loads

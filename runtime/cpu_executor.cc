@@ -10,7 +10,6 @@
 #include <memory>
 #include <mutex>
 #include <queue>
-#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -20,6 +19,7 @@
 #include "core/stats.h"
 #include "runtime/cpu_arena.h"
 #include "runtime/cpu_kernels.h"
+#include "runtime/cpu_threads.h"
 #include "runtime/measure.h"
 
 namespace tessel::runtime {
@@ -32,115 +32,30 @@ Policy parse_policy(std::string_view s) {
 
 std::string_view to_string(Policy p) { return p == Policy::async ? "async" : "bsp"; }
 
+CopyLane parse_copy_lane(std::string_view s, std::string_view what) {
+  if (s == "worker") return CopyLane::worker;
+  if (s == "thread") return CopyLane::thread;
+  fail(what, ": unknown copy lane '", s, "' (expected worker or thread)");
+}
+
+std::string_view to_string(CopyLane c) { return c == CopyLane::worker ? "worker" : "thread"; }
+
+int cpu_cores() { return pinnable_cores(); }
+
+int copy_lane_core(int devices, int device) {
+  const int core = devices + device;
+  return core < cpu_cores() ? core : -1;
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Ready tasks of one device: the highest priority first, ties by core's ready_tie (a move's
-// stagger step, then the task id: core/ready_order.h), as the simulator orders them.
-struct ReadyQueue {
-  std::mutex mutex;
-  std::condition_variable cv;
-  std::vector<std::int32_t> heap;
-  std::atomic<std::int32_t> size{0};  // heap.size(), readable without the lock
-};
-
-// A worker's spin before it sleeps: 20,000 pause instructions, ~490 us on the development
-// machine's AMD EPYC (about 63 cycles each at 2.6 GHz; min of 200 loops, measured
-// 2026-11-24). Its length is the CPU's pause latency times 20,000, so it differs by CPU.
-constexpr int kSpins = 20000;
-constexpr std::chrono::microseconds kLinkSpin{50};  // with a RemoteLink: yields instead (see worker())
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
-// The executor's worker threads, kept from one run to the next: worker d of every run
-// is the same thread, so its stack pages (Eigen's GEMM packs its blocks on the stack),
-// its allocator arena and its core's caches are warm when the clock starts, as they are
-// in a training loop that runs the same step again. A thread's first GEMM of a shape
-// otherwise costs 10-20 us more than the next (the stack pages fault in), which a
-// fine-grained graph pays on every worker and every run.
-class WorkerPool {
- public:
-  WorkerPool() = default;
-  WorkerPool(const WorkerPool&) = delete;
-  WorkerPool& operator=(const WorkerPool&) = delete;
-  ~WorkerPool() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-    }
-    wake_.notify_all();
-    for (std::thread& t : threads_) t.join();
-  }
-
-  // Starts job(d) on workers d = 0..n-1 and returns at once; wait() returns when all
-  // have returned, rethrowing the first exception a job let escape.
-  void start(int n, std::function<void(int)> job) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    // Missing threads first (creating one may throw): they wait for the next generation.
-    while (static_cast<int>(threads_.size()) < n) {
-      const int d = static_cast<int>(threads_.size());
-      try {
-        threads_.emplace_back([this, d, seen = generation_] { loop(d, seen); });
-      } catch (const std::system_error& e) {
-        throw ResourceError("CPU executor: cannot start worker thread " + std::to_string(d + 1) + " of " +
-                            std::to_string(n) + ": " + e.what());
-      }
-    }
-    job_ = std::move(job);
-    active_ = n;
-    pending_ = n;
-    error_ = nullptr;
-    ++generation_;
-    lock.unlock();
-    wake_.notify_all();
-  }
-
-  void wait() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [this] { return pending_ == 0; });
-    job_ = nullptr;
-    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
-  }
-
- private:
-  void loop(int d, std::uint64_t seen) {
-    for (;;) {
-      {
-        std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-        if (stop_) return;
-        seen = generation_;
-        if (d >= active_) continue;
-      }
-      std::exception_ptr error;
-      try {
-        job_(d);  // job_ is not reassigned before every active worker has finished
-      } catch (...) {
-        error = std::current_exception();
-      }
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (error && !error_) error_ = error;
-      if (--pending_ == 0) done_.notify_all();
-    }
-  }
-
-  std::mutex mutex_;
-  std::condition_variable wake_, done_;
-  std::vector<std::thread> threads_;
-  std::function<void(int)> job_;
-  std::exception_ptr error_;
-  std::uint64_t generation_ = 0;
-  int active_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
-};
+using cpu::cpu_relax;
+using cpu::kLinkSpin;
+using cpu::kSpins;
+using cpu::ReadyQueue;
+using cpu::WorkerPool;
 
 // The worker that runs a task: a move is a copy the receiving worker makes.
 DeviceId worker_of(const Task& t) { return t.kind == TaskKind::move ? t.dst_device : t.device; }
@@ -151,8 +66,10 @@ class Run {
   Run(const Graph& g, const TaskGraph& tg, const TensorMap& inputs, CpuOptions options,
       std::vector<cpu::Scratch<T>>& scratch, WorkerPool& pool, const InPlaceProfileOptions* profile = nullptr,
       TaskProfile* profile_out = nullptr)
-      : g_(g), tg_(tg), inputs_(inputs), options_(options), queues_(static_cast<std::size_t>(tg.num_devices)),
-        scratch_(scratch), pool_(pool), link_(options.link), profile_(profile), profile_out_(profile_out) {
+      : g_(g), tg_(tg), inputs_(inputs), options_(options), devices_(tg.num_devices),
+        copy_lanes_(options.copy_lane == CopyLane::thread && has_host_copies(tg)),
+        lanes_(copy_lanes_ ? 2 * devices_ : devices_), queues_(static_cast<std::size_t>(lanes_)), scratch_(scratch),
+        pool_(pool), link_(options.link), profile_(profile), profile_out_(profile_out) {
     if (scratch_.size() < static_cast<std::size_t>(tg.num_devices)) scratch_.resize(static_cast<std::size_t>(tg.num_devices));
     if (link_) {
       lo_ = link_->first_device();
@@ -217,6 +134,16 @@ class Run {
     }
     result_.timeline.source = std::string("cpu-") + std::string(to_string(options_.policy));
     if (options_.policy == Policy::bsp) {
+      // A task held for its phase while an earlier phase waits on it would stall the run
+      // for good: refuse such a graph (a memory-capped one: its evicts, loads and reused
+      // ranges follow memory, not phases), as the simulator's bsp policy does.
+      for (std::size_t i = 0; i < n; ++i)
+        for (TaskId d : tg_.tasks[i].deps)
+          if (bsp_phase(tg_.tasks[d.index()]) > bsp_phase(tg_.tasks[i]))
+            fail("cpu executor: bsp cannot run this task graph: task ", i, " (", to_string(tg_.tasks[i].kind),
+                 " of node '", g_.node(tg_.tasks[i].node).name, "', phase ", bsp_phase(tg_.tasks[i]),
+                 ") depends on task ", d.value, " of a later phase (", bsp_phase(tg_.tasks[d.index()]),
+                 "); a memory-capped graph runs under async");
       std::int32_t phases = 0;
       for (const Task& t : tg_.tasks) phases = std::max(phases, bsp_phase(t) + 1);
       phase_left_ = std::make_unique<std::atomic<std::int32_t>[]>(static_cast<std::size_t>(phases));
@@ -241,7 +168,12 @@ class Run {
       if (tg_.tasks[i].kind == TaskKind::input && involved_[i])
         input_tasks_[static_cast<std::size_t>(tg_.tasks[i].device.value)].push_back(static_cast<std::int32_t>(i));
     tasks_left_.store(involved);
-    spans_.resize(static_cast<std::size_t>(tg_.num_devices));
+    spans_.resize(static_cast<std::size_t>(lanes_));
+    if (copy_lanes_) {
+      has_copy_.assign(static_cast<std::size_t>(devices_), 0);
+      for (const Task& t : tg_.tasks)
+        if (is_host_copy(t)) has_copy_[t.device.index()] = 1;
+    }
     // The link's callbacks, and its end whatever leaves this function (declared before
     // the workers' release below, so that it runs after the workers have stopped).
     struct LinkEnd {
@@ -273,9 +205,9 @@ class Run {
       };
       link_->begin(tg_, std::move(hooks));
     }
-    // Start the workers first and the clock once all of them are pinned and waiting:
-    // waking them is not part of the task graph's time (nor of the simulator's).
-    pool_.start(tg_.num_devices, [this](int d) { worker(d); });
+    // Start the workers (and copy lanes) first and the clock once all of them are pinned
+    // and waiting: waking them is not part of the task graph's time (nor of the simulator's).
+    pool_.start(lanes_, [this](int lane) { worker(lane); });
     // From here the workers use this Run: whatever leaves this function, by return or
     // by exception, first lets them finish.
     struct Release {
@@ -291,7 +223,7 @@ class Run {
         }
       }
     } release{this};
-    while (workers_ready_.load(std::memory_order_acquire) < tg_.num_devices) std::this_thread::yield();
+    while (workers_ready_.load(std::memory_order_acquire) < lanes_) std::this_thread::yield();
     whole_inputs_ = {};  // every worker has placed its input blocks
     if (error_) {  // a worker could not: release the others and report it
       release.run = nullptr;
@@ -429,8 +361,19 @@ class Run {
     return t.kind == TaskKind::move && !local(t.dst_device) ? t.device : worker_of(t);
   }
 
+  static bool is_host_copy(const Task& t) { return t.kind == TaskKind::evict || t.kind == TaskKind::load; }
+  static bool has_host_copies(const TaskGraph& tg) {
+    return std::any_of(tg.tasks.begin(), tg.tasks.end(), [](const Task& t) { return is_host_copy(t); });
+  }
+  // The lane whose queue a task waits in: its runner's worker, or with copy lanes, an
+  // evict's or a load's device's copy lane (devices_ + device).
+  std::size_t lane_of(const Task& t) const {
+    if (copy_lanes_ && is_host_copy(t)) return static_cast<std::size_t>(devices_) + t.device.index();
+    return runner(t).index();
+  }
+
   void push(std::int32_t task) {
-    ReadyQueue& q = queues_[runner(tg_.tasks[task]).index()];
+    ReadyQueue& q = queues_[lane_of(tg_.tasks[task])];
     {
       std::lock_guard<std::mutex> lock(q.mutex);
       q.heap.push_back(task);
@@ -495,14 +438,19 @@ class Run {
     }
   }
 
-  void worker(int device) {
+  // Pool thread `lane`: device lane's worker, or (lane >= devices_) a copy lane.
+  void worker(int lane) {
+    if (lane >= devices_) {
+      copy_lane(lane - devices_);
+      return;
+    }
+    const int device = lane;
     if (!local(DeviceId(device))) {  // another process runs this device
       workers_ready_.fetch_add(1, std::memory_order_acq_rel);
       return;
     }
     if (options_.pin_threads) pin_to_core(device);
     set_worker_float_mode();
-    ReadyQueue& q = queues_[static_cast<std::size_t>(device)];
     cpu::Scratch<T>& scratch = scratch_[static_cast<std::size_t>(device)];
     std::vector<const T*> operands;
     try {
@@ -549,6 +497,39 @@ class Run {
     } else {
       while (!go_.load(std::memory_order_acquire)) cpu_relax();
     }
+    serve(device, scratch, operands, true);
+  }
+
+  // Device `device`'s copy lane: its evicts and loads, one at a time, in priority order.
+  // Pinned to a core of its own where the machine has one; else unpinned, and it sleeps
+  // rather than spins while it waits (it shares the workers' cores).
+  void copy_lane(int device) {
+    if (!local(DeviceId(device)) || !has_copy_[static_cast<std::size_t>(device)]) {
+      workers_ready_.fetch_add(1, std::memory_order_acq_rel);
+      return;
+    }
+    const int core = options_.pin_threads ? copy_lane_core(devices_, device) : -1;
+    if (core >= 0) {
+      pin_to_core(core);
+    } else {
+      unpin_thread();
+    }
+    set_worker_float_mode();
+    workers_ready_.fetch_add(1, std::memory_order_acq_rel);
+    if (core >= 0) {
+      while (!go_.load(std::memory_order_acquire)) cpu_relax();
+    } else {
+      go_.wait(false, std::memory_order_acquire);
+    }
+    cpu::Scratch<T> unused;  // evicts and loads are whole-buffer copies: no kernel scratch
+    std::vector<const T*> operands;
+    serve(devices_ + device, unused, operands, core >= 0);
+  }
+
+  // Runs the tasks of lane `lane`'s queue until the run stops; `spin`: pause before
+  // sleeping while the queue is empty (a thread that owns its core).
+  void serve(int lane, cpu::Scratch<T>& scratch, std::vector<const T*>& operands, bool spin) {
+    ReadyQueue& q = queues_[static_cast<std::size_t>(lane)];
     for (;;) {
       std::int32_t task = -1;
       {
@@ -561,9 +542,8 @@ class Run {
           for (const auto until = Clock::now() + kLinkSpin;
                q.size.load(std::memory_order_acquire) == 0 && !done_.load() && Clock::now() < until;)
             std::this_thread::yield();
-        } else {
-          for (int spin = 0; spin < kSpins && q.size.load(std::memory_order_acquire) == 0 && !done_.load(); ++spin)
-            cpu_relax();
+        } else if (spin) {
+          for (int k = 0; k < kSpins && q.size.load(std::memory_order_acquire) == 0 && !done_.load(); ++k) cpu_relax();
         }
         std::unique_lock<std::mutex> lock(q.mutex);
         q.cv.wait(lock, [&] { return !q.heap.empty() || done_.load(); });
@@ -577,6 +557,7 @@ class Run {
       const auto start = Clock::now();
       try {
         if (link_) link_->before_task(TaskId(task));
+        if (options_.before_task) options_.before_task(TaskId(task));
         run_task(t, scratch, operands);
       } catch (...) {
         {
@@ -598,7 +579,7 @@ class Run {
         return;
       }
       const auto end = Clock::now();
-      spans_[static_cast<std::size_t>(device)].push_back(
+      spans_[static_cast<std::size_t>(lane)].push_back(
           Span{TaskId(task), worker_of(t), default_lane(t.kind), std::chrono::duration<double>(start - t0_).count(),
                std::chrono::duration<double>(end - t0_).count()});
       finish(task);
@@ -720,7 +701,11 @@ class Run {
   const TaskGraph& tg_;
   const TensorMap& inputs_;
   CpuOptions options_;
-  std::vector<ReadyQueue> queues_;
+  int devices_ = 0;
+  bool copy_lanes_ = false;  // CopyLane::thread and the graph has evicts or loads
+  int lanes_ = 0;            // pool threads: the workers, then (copy_lanes_) a copy lane per device
+  std::vector<ReadyQueue> queues_;  // per lane
+  std::vector<char> has_copy_;      // per device, with copy lanes: it has evicts or loads
   std::vector<std::vector<TaskId>> succs_;
   std::vector<double> rank_;  // priority: longest estimated path to the end
   std::vector<std::uint64_t> tie_;  // then this, smaller first (core/ready_order.h)
@@ -793,6 +778,19 @@ RunResult CpuExecutor::run_with(const Graph& g, const TaskGraph& tg, const Tenso
                                 const InPlaceProfileOptions* options, TaskProfile* profile) {
   check_inputs(g, inputs);
   tg.validate();
+  // Over MPI a move from another process is received straight into its destination
+  // buffer, posted before the clock: in a memory-capped graph that buffer's planned range
+  // may still hold a buffer this process's tasks use (the move's dependencies on them are
+  // not waited for here), and the arenas do not exist yet when the receives are posted.
+  const bool split = options_.link && (options_.link->first_device() > 0 || options_.link->last_device() < tg.num_devices);
+  if (split && std::any_of(tg.buffers.begin(), tg.buffers.end(),
+                           [](const Buffer& b) { return b.host || b.offset_bytes >= 0; }))
+    fail("cpu executor: a memory-capped task graph (evicts, loads, buffers at planned offsets) cannot run split "
+         "over processes (MPI): a move from another process would be received into a planned range before this "
+         "process's earlier users of that range are done; run it in one process (--backend cpu)");
+  if (options_.link && options_.copy_lane == CopyLane::thread)
+    fail("cpu executor: copy lane 'thread' runs on one process's devices only; over MPI (a RemoteLink) evicts and "
+         "loads run on the worker (copy lane 'worker')");
   // Split over processes, a collective's ranks are in several: run it as moves.
   if (options_.link && has_lowered_collectives(tg)) return run(g, collectives_as_moves(tg), inputs);
   bool f64 = false;

@@ -9,7 +9,8 @@
 // by core's ready_tie (a move's stagger step, then the task id: core/ready_order.h), as
 // the simulator's async policy orders them.
 // Policies: `async` runs any ready task at once, no barriers (Einsummable); `bsp` adds
-// the barriers of core's bsp_phase(), the same the simulator's bsp policy uses.
+// the barriers of core's bsp_phase(), the same the simulator's bsp policy uses (a graph
+// with a dependency on a later phase, as any memory-capped graph has, is an error).
 // Computes in float unless some node is f64. A task that throws stops the run and
 // surfaces as an Error naming the task.
 //
@@ -27,10 +28,25 @@
 // offsets) runs in bounded memory instead (runtime/cpu_arena.h): each worker allocates
 // one arena of the planned size for its device and a host arena for its host buffers
 // before the clock, every buffer lives at its planned offset, nothing else is allocated
-// or freed during the run; an evict or a load is a copy between the two arenas made by
-// the device's worker (its copy lane: on a CPU the worker is the device's only lane),
-// and the worker picks among its ready tasks as their dependencies complete, as for any
-// graph. Output tasks copy their block out when they run (the arena reuses the memory).
+// or freed during the run; an evict or a load is a copy between the two arenas, and each
+// lane picks among its ready tasks as their dependencies complete, as for any graph.
+// Output tasks copy their block out when they run (the arena reuses the memory).
+// Where the copies run is CpuOptions::copy_lane: `worker` (the default) makes them on
+// the device's worker, its only lane, one task at a time with its compute; `thread`
+// gives each device that has evicts or loads a copy lane of its own, a second thread
+// with its own ready queue (the same priority order), so that loads overlap compute as
+// a GPU's copy engine lets them (TURNIP). The copy lane of device d is pinned to core
+// D + d of a machine with D devices where that core exists (copy_lane_core); elsewhere
+// it is left unpinned, sharing the workers' cores, and sleeps instead of spinning while
+// it waits. No lock guards the buffers the two lanes share: the memory plan's
+// dependencies alone order every conflicting pair — a task that writes a range depends
+// on every reader, writer and evict of what held it before, an evict on the writers of
+// what it copies, a load on the writer of its host copy, a reader of a loaded buffer on
+// its load (core/memory_plan.h), and host buffers are written once, each at its own
+// place — so any order of ready tasks over any number of lanes is safe, the guarantee
+// GPUs' copy streams rely on too. A capped graph split over processes (a RemoteLink
+// covering some of its devices) is an error, whatever the copy lane, and so is the copy
+// lane thread with any RemoteLink.
 
 #include <chrono>
 #include <exception>
@@ -43,6 +59,21 @@ namespace tessel::runtime {
 enum class Policy : std::uint8_t { async, bsp };
 [[nodiscard]] Policy parse_policy(std::string_view s);
 [[nodiscard]] std::string_view to_string(Policy p);
+
+// Where a memory-capped graph's evicts and loads run (see the header comment): on the
+// device's worker, or on a copy lane of its own (a second thread per device).
+enum class CopyLane : std::uint8_t { worker, thread };
+// An Error naming `what` (the option) on anything but worker or thread.
+[[nodiscard]] CopyLane parse_copy_lane(std::string_view s, std::string_view what = "copy lane");
+[[nodiscard]] std::string_view to_string(CopyLane c);
+
+// The cores the executor pins its threads over (std::thread::hardware_concurrency, at
+// least 1): worker d on core d modulo these.
+[[nodiscard]] int cpu_cores();
+// With CopyLane::thread and pinned threads: the core device `device`'s copy lane is
+// pinned to on a run of `devices` devices (devices + device), or -1 where the machine
+// has no such core (the copy lane then shares the workers' cores, unpinned).
+[[nodiscard]] int copy_lane_core(int devices, int device);
 
 // A run split over processes (runtime/mpi/): the executor runs the workers of the devices
 // [first_device(), last_device()) only, and a move between one of them and a device of
@@ -91,6 +122,11 @@ struct CpuOptions {
   std::int64_t preallocate_limit_bytes = 0;
   // Set by the MPI backend: this process runs only its devices (see RemoteLink).
   RemoteLink* link = nullptr;
+  // Where evicts and loads run (see the header comment); thread is refused with a link.
+  CopyLane copy_lane = CopyLane::worker;
+  // Called by the thread that runs a task right before it runs it, on every lane (tests:
+  // to hold a task or make it fail; what it throws fails the task). Empty: none.
+  std::function<void(TaskId)> before_task = {};
 };
 
 // Kernel workspaces of each worker, kept by the executor across runs.

@@ -29,11 +29,20 @@
 
 namespace tessel::runtime {
 
+int pinnable_cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
 void pin_to_core(int worker) {
-  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const auto cores = static_cast<unsigned>(pinnable_cores());
   cpu_set_t set;
   CPU_ZERO(&set);
   CPU_SET(static_cast<unsigned>(worker) % cores, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+void unpin_thread() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c = 0; c < pinnable_cores() && c < CPU_SETSIZE; ++c) CPU_SET(static_cast<unsigned>(c), &set);
   pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 }
 

@@ -11,6 +11,11 @@ namespace tessel::runtime {
 // Pins the calling thread to core `worker` modulo the cores (best effort), as the CPU
 // executor pins its workers.
 void pin_to_core(int worker);
+// The cores pin_to_core() spreads threads over: std::thread::hardware_concurrency(), at least 1.
+[[nodiscard]] int pinnable_cores();
+// Lets the calling thread run on any of those cores again (best effort): a pooled thread
+// pinned in an earlier run keeps its core otherwise.
+void unpin_thread();
 
 // Sets the calling thread's floating-point mode as every CPU worker runs: subnormal
 // results flushed to zero and subnormal operands read as zero (x86's FTZ and DAZ,

@@ -4,7 +4,9 @@
 // apart, one at a time per direction of the device's host link (the links are
 // directional, PCIe is full duplex and a GPU has copy engines for each direction: a load
 // and an evict run at once, and neither waits for touches; their time counts as the copy
-// lane's; on a single-lane CPU worker they run on the worker) and take the latency of
+// lane's; on a single-lane CPU worker they run on the worker, or with the device type's
+// host_copy_lane on one copy lane of their own for both directions, beside the worker, as
+// the CPU executor's copy-lane thread runs them) and take the latency of
 // the device's host route plus its bytes at the rate of the route's slowest link for a
 // copy of that size (Machine::host_route: the PCIe link of the GPU presets, per
 // direction; a CPU worker's memory copy, whose rate by size `tessel calibrate` measures:

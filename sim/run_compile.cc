@@ -67,10 +67,11 @@ void Run::setup() {
   adj_offset_.assign(n + 1, 0);
   LargeVector<std::int32_t> dep_offset(n + 1, 0), dep_buf, read_buf;
   std::vector<const DeviceType*> type_of(static_cast<std::size_t>(devices_));
-  std::vector<char> single_lane(static_cast<std::size_t>(devices_));
+  std::vector<char> single_lane(static_cast<std::size_t>(devices_)), host_copy_lane(static_cast<std::size_t>(devices_));
   for (std::int32_t dev = 0; dev < devices_; ++dev) {
     type_of[static_cast<std::size_t>(dev)] = &m_.type_of(DeviceId(dev));
     single_lane[static_cast<std::size_t>(dev)] = type_of[static_cast<std::size_t>(dev)]->single_lane;
+    host_copy_lane[static_cast<std::size_t>(dev)] = type_of[static_cast<std::size_t>(dev)]->host_copy_lane;
   }
   static_assert(kMaxDevices - 1 <= std::numeric_limits<std::uint16_t>::max(), "a stagger step fits route_step_");
   const StaggerLayout stagger{devices_, devices_per_host(m_, devices_)};
@@ -115,9 +116,17 @@ void Run::setup() {
       case TaskKind::evict:
       case TaskKind::load: in.lane = kCopy; break;  // over the device's host link (offload.h)
     }
-    in.slot_lane = in.lane != kNoLane && single_lane[static_cast<std::size_t>(in.dev)] ? kCompute
-                   : t.kind == TaskKind::load || t.kind == TaskKind::evict ? (t.kind == TaskKind::load ? kHostIn : kHostOut)
-                                                                            : in.lane;
+    // The lane it queues for. A single-lane device runs everything on its one lane, but
+    // with host_copy_lane its evicts and loads share a copy lane of their own (one thread,
+    // both directions: the host-in slot); elsewhere a load and an evict queue on the two
+    // directions of the host link.
+    const bool host_copy = t.kind == TaskKind::load || t.kind == TaskKind::evict;
+    const auto dev_index = static_cast<std::size_t>(in.dev);
+    in.slot_lane = in.lane == kNoLane                                       ? kNoLane
+                   : single_lane[dev_index] && host_copy && host_copy_lane[dev_index] ? kHostIn
+                   : single_lane[dev_index]                                 ? kCompute
+                   : host_copy ? (t.kind == TaskKind::load ? kHostIn : kHostOut)
+                               : in.lane;
     if (t.kind == TaskKind::move) {
       const std::int64_t key = static_cast<std::int64_t>(t.device.value) * devices_ + t.dst_device.value;
       std::int32_t* slot = nullptr;

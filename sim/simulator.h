@@ -17,7 +17,10 @@
 //   single lane  on a device type with single_lane (a CPU worker), compute, touches and
 //                incoming moves all queue for one lane: one task at a time. A move into
 //                such a device runs on the receiver (the worker copies what it needs when
-//                it is free), and its span carries the receiver's id.
+//                it is free), and its span carries the receiver's id. Evicts and loads
+//                take the same lane unless the type has host_copy_lane (the executor's
+//                copy-lane thread): then they queue on one copy lane of their own, both
+//                directions, beside the worker.
 //   touches      all touches of a device run one after another on its copy lane, so two
 //                touches into one buffer (always on that buffer's device) never overlap —
 //                the serialisation TaskGraph asks of executors, and what one copy stream
@@ -45,7 +48,9 @@
 //                peak exceeds its capacity is reported (the run is not stopped). Host
 //                buffers (a memory-capped graph's evicted copies) are not device memory.
 //   offload      evict and load tasks (core/memory_plan.h) take the copy lane for their
-//                bytes over the device's host link (sim/offload.h).
+//                bytes over the device's host link (sim/offload.h); on a single-lane
+//                device they run on the worker's lane, or with host_copy_lane on a
+//                copy lane of their own.
 //
 // Policies:
 //   async  work-conserving: a task starts as soon as its dependencies are done and its

@@ -205,6 +205,30 @@ TEST(Machine, BadJsonNamesTheField) {
   expect_error(j, "m.json.links[2].bytes_per_s_by_size");
 }
 
+// host_copy_lane (a CPU worker's evicts and loads on a copy lane of their own): written,
+// read back, false when left out, a boolean, and only on a single-lane device type.
+TEST(Machine, HostCopyLaneRoundTripsAndNeedsASingleLaneType) {
+  Machine m = machine_preset("cpu:2");
+  m.device_types[0].single_lane = true;
+  m.device_types[0].host_copy_lane = true;
+  const json j = to_json(m);
+  EXPECT_EQ(j["device_types"][0]["host_copy_lane"], true);
+  const Machine back = machine_from_json(j, "m.json");
+  EXPECT_TRUE(back.device_types[0].host_copy_lane);
+  EXPECT_EQ(back, m);
+  json absent = j;
+  absent["device_types"][0].erase("host_copy_lane");
+  EXPECT_FALSE(machine_from_json(absent, "m.json").device_types[0].host_copy_lane);
+  json bad = j;
+  bad["device_types"][0]["host_copy_lane"] = "yes";
+  std::string e = error_of([&] { (void)machine_from_json(bad, "m.json"); });
+  EXPECT_NE(e.find("m.json.device_types[0].host_copy_lane: expected true or false, got"), std::string::npos) << e;
+  json gpu = j;
+  gpu["device_types"][0]["single_lane"] = false;
+  e = error_of([&] { (void)machine_from_json(gpu, "m.json"); });
+  EXPECT_NE(e.find("m.json.device_types[0].host_copy_lane: needs single_lane"), std::string::npos) << e;
+}
+
 TEST(Machine, ALinksRateBySizeIsLogLinearBetweenPointsAndFlatBeyond) {
   Link l{"l", LinkKind::memory, 5e9, 0};
   EXPECT_DOUBLE_EQ(l.bytes_per_s_at(1e3), 5e9);  // no table: bytes_per_s at every size

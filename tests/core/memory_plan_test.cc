@@ -19,6 +19,7 @@
 #include "sim/simulator.h"
 #include "sim/task_graph_json.h"
 #include "tests/sim/sim_test_util.h"
+#include "tests/support/capped_plan.h"
 
 #include <nlohmann/json.hpp>
 
@@ -29,22 +30,7 @@ using Rng = std::mt19937_64;
 
 int uniform(Rng& rng, int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); }
 
-// The largest bytes one task needs on one device, each buffer rounded as the planner does.
-std::int64_t largest_working_set(const TaskGraph& tg) {
-  std::int64_t best = 0;
-  for (const Task& t : tg.tasks) {
-    std::vector<BufferId> bufs = t.reads;
-    if (t.writes.valid()) bufs.push_back(t.writes);
-    std::sort(bufs.begin(), bufs.end());
-    bufs.erase(std::unique(bufs.begin(), bufs.end()), bufs.end());
-    std::vector<std::int64_t> need(static_cast<std::size_t>(tg.num_devices), 0);
-    for (BufferId b : bufs)
-      need[tg.buffer(b).device.index()] +=
-          (tg.buffer(b).bytes() + kMemoryAlignment - 1) / kMemoryAlignment * kMemoryAlignment;
-    for (std::int64_t n : need) best = std::max(best, n);
-  }
-  return best;
-}
+using testing::largest_working_set;
 
 // Runs the graph in a random concurrent order: at each step either a random ready task
 // starts or a random running one ends. A device buffer is live from the start of its

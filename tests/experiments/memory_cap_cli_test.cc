@@ -275,6 +275,61 @@ TEST(MemoryCapCli, FixedOffloadOrderWithoutACapIsRefused) {
   auto bad = tessel::testing::run_tessel("simulate -w chain:size=64 -d 2 -m cpu:2 --memory-cap 50% --offload-order soonest");
   EXPECT_EQ(bad.status, 2) << bad.output();
   EXPECT_NE(bad.output().find("--offload-order"), std::string::npos) << bad.output();
+// --copy-lane on run: thread runs the capped graph right with its evicts and loads on copy
+// lanes and says so in the JSON (worker by default); without --memory-cap it warns; with a
+// backend other than cpu it is refused before anything runs; an unknown value is a usage
+// error.
+TEST(MemoryCapCli, RunTakesTheCopyLane) {
+  auto thread = tessel::testing::run_tessel("run -w llama-block:model=tiny -d 2 --memory-cap 50% --copy-lane thread --json");
+  ASSERT_EQ(thread.status, 0) << thread.output();
+  const auto j = nlohmann::json::parse(thread.out);
+  EXPECT_TRUE(j["pass"].get<bool>());
+  EXPECT_EQ(j["copy_lane"], "thread");
+  auto worker = tessel::testing::run_tessel("run -w llama-block:model=tiny -d 2 --memory-cap 50% --json");
+  ASSERT_EQ(worker.status, 0) << worker.output();
+  EXPECT_EQ(nlohmann::json::parse(worker.out)["copy_lane"], "worker");
+  auto uncapped = tessel::testing::run_tessel("run -w chain:size=64 -d 1 --copy-lane thread --json");
+  ASSERT_EQ(uncapped.status, 0) << uncapped.output();
+  EXPECT_NE(uncapped.err.find("tessel: warning: --copy-lane thread without --memory-cap"), std::string::npos)
+      << uncapped.output();
+  for (const char* backend : {"cuda", "block", "mpi"}) {
+    auto refused = tessel::testing::run_tessel(std::string("run -w chain:size=64 -d 1 --memory-cap 50% --copy-lane thread --backend ") + backend);
+    EXPECT_EQ(refused.status, 1) << refused.output();
+    EXPECT_NE(refused.err.find("tessel: error: --copy-lane thread: "), std::string::npos) << refused.output();
+    EXPECT_NE(refused.err.find("--copy-lane applies to --backend cpu"), std::string::npos) << refused.output();
+  }
+  auto bad = tessel::testing::run_tessel("run -w chain:size=64 --copy-lane stream");
+  EXPECT_EQ(bad.status, 2) << bad.output();
+  EXPECT_NE(bad.output().find("--copy-lane"), std::string::npos) << bad.output();
+}
+
+// compare simulates the copy lane it runs: on a machine of single-lane workers, the
+// thread lane's simulation overlaps loads with compute (host_copy_lane), so its simulated
+// time is below the worker lane's for the same plan; the JSON echoes the choice.
+TEST(MemoryCapCli, CompareSimulatesTheCopyLaneItRuns) {
+  const auto dir = std::filesystem::temp_directory_path() / ("tessel_copy_lane_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto written = dir / "cpu2.json";
+  auto w = tessel::testing::run_tessel("simulate -w chain:size=64 -d 2 -m cpu:2 --write-machine " + written.string());
+  ASSERT_EQ(w.status, 0) << w.output();
+  nlohmann::json m;
+  std::ifstream(written) >> m;
+  m["device_types"][0]["single_lane"] = true;
+  const auto machine = dir / "cpu2_single_lane.json";
+  std::ofstream(machine) << m.dump();
+  const std::string cmd = "compare -w llama-block:model=tiny -d 2 -s data-parallel --policy async --repeat 1 --warmup 0 "
+                          "--compute-model analytic --memory-cap 50% --json -m " + machine.string() + " --copy-lane ";
+  auto worker = tessel::testing::run_tessel(cmd + "worker");
+  auto thread = tessel::testing::run_tessel(cmd + "thread");
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(worker.status, 0) << worker.output();
+  ASSERT_EQ(thread.status, 0) << thread.output();
+  const auto jw = nlohmann::json::parse(worker.out), jt = nlohmann::json::parse(thread.out);
+  EXPECT_EQ(jw["copy_lane"], "worker");
+  EXPECT_EQ(jt["copy_lane"], "thread");
+  EXPECT_TRUE(jt["correct"].get<bool>());
+  EXPECT_GT(jt["memory_cap"][0]["loads"].get<std::int64_t>(), 0) << jt["memory_cap"].dump();
+  EXPECT_LT(jt["rows"][0]["simulated_s"].get<double>(), jw["rows"][0]["simulated_s"].get<double>());
 }
 
 }  // namespace

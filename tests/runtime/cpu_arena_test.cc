@@ -1,7 +1,7 @@
 // Memory-capped task graphs (core/memory_plan.h) on the CPU executor: they compute what
-// the reference does at 1, 2 and 4 devices, their live bytes stay under the cap, on a
-// graph whose order is forced the executor's peak equals the simulator's, and in free
-// order both stay under the cap.
+// the reference does at 1, 2 and 4 devices, with evicts and loads on the worker or on a
+// copy lane; their live bytes stay under the cap; on a graph whose order is forced the
+// executor's peak equals the simulator's, and in free order both stay under the cap.
 #include <algorithm>
 #include <string>
 
@@ -15,36 +15,12 @@
 #include "runtime/cpu_executor.h"
 #include "runtime/kernels.h"
 #include "sim/simulator.h"
+#include "tests/support/capped_plan.h"
 
 namespace tessel::runtime {
 namespace {
 
-// The largest bytes one task needs on one device, each buffer rounded as the planner does.
-std::int64_t largest_working_set(const TaskGraph& tg) {
-  std::int64_t best = 0;
-  for (const Task& t : tg.tasks) {
-    std::vector<BufferId> bufs = t.reads;
-    if (t.writes.valid()) bufs.push_back(t.writes);
-    std::sort(bufs.begin(), bufs.end());
-    bufs.erase(std::unique(bufs.begin(), bufs.end()), bufs.end());
-    std::vector<std::int64_t> need(static_cast<std::size_t>(tg.num_devices), 0);
-    for (BufferId b : bufs)
-      need[tg.buffer(b).device.index()] += (tg.buffer(b).bytes() + kMemoryAlignment - 1) / kMemoryAlignment * kMemoryAlignment;
-    for (std::int64_t n : need) best = std::max(best, n);
-  }
-  return best;
-}
-
-// Every device capped at `fraction` of the largest uncapped peak, but never below what
-// one task needs (0: exactly that, the tightest cap there is).
-MemoryPlan capped(const TaskGraph& tg, double fraction) {
-  std::int64_t peak = 0;
-  for (std::int64_t p : order_peak_bytes(tg)) peak = std::max(peak, p);
-  MemoryPlanOptions o;
-  o.capacity_bytes.assign(static_cast<std::size_t>(tg.num_devices),
-                          std::max(largest_working_set(tg), static_cast<std::int64_t>(fraction * static_cast<double>(peak))));
-  return plan_memory(tg, o);
-}
+using testing::capped_plan;
 
 std::int64_t max_of(const std::vector<std::int64_t>& v) { return *std::max_element(v.begin(), v.end()); }
 
@@ -55,17 +31,30 @@ TEST(CpuExecutorOffload, CappedGraphMatchesReferenceAt124Devices) {
   for (int devices : {1, 2, 4}) {
     const TaskGraph tg = lower(g, split_largest(g, devices));
     for (double fraction : {0.75, 0.5, 0.0}) {
-      const MemoryPlan plan = capped(tg, fraction);
+      const MemoryPlan plan = capped_plan(tg, fraction);
       const std::string label = std::to_string(devices) + " devices, cap " + std::to_string(fraction);
       EXPECT_GT(plan.stats.evicts + plan.stats.drops + plan.stats.host_inputs, 0) << label;
-      CpuExecutor exec;
-      for (int rep = 0; rep < 2; ++rep) {  // the second run reuses the workers' warm state
-        const RunResult r = exec.run(g, plan.graph, inputs);
-        for (NodeId id : g.outputs()) {
-          const std::string& name = g.node(id).name;
-          EXPECT_LE(compare(r.outputs.at(name), want.at(name)).normwise_rel, 1e-5) << label << " " << name;
+      // Evicts and loads on the worker, or on a copy lane per device (a second thread).
+      for (CopyLane lane : {CopyLane::worker, CopyLane::thread}) {
+        CpuOptions o;
+        o.copy_lane = lane;
+        CpuExecutor exec(o);
+        for (int rep = 0; rep < 2; ++rep) {  // the second run reuses the workers' warm state
+          const RunResult r = exec.run(g, plan.graph, inputs);
+          const std::string where = label + ", copy lane " + std::string(to_string(lane));
+          for (NodeId id : g.outputs()) {
+            const std::string& name = g.node(id).name;
+            EXPECT_LE(compare(r.outputs.at(name), want.at(name)).normwise_rel, 1e-5) << where << " " << name;
+          }
+          EXPECT_LE(max_of(timeline_peak_bytes(plan.graph, r.timeline)), plan.stats.capacity_bytes[0]) << where;
+          ASSERT_EQ(r.timeline.spans.size(), plan.graph.tasks.size()) << where;
+          for (const Span& s : r.timeline.spans) {  // evicts and loads keep their device and the copy lane
+            const Task& t = plan.graph.tasks[s.task.index()];
+            if (t.kind != TaskKind::evict && t.kind != TaskKind::load) continue;
+            EXPECT_EQ(s.device, t.device) << where;
+            EXPECT_EQ(s.lane, Lane::copy) << where;
+          }
         }
-        EXPECT_LE(max_of(timeline_peak_bytes(plan.graph, r.timeline)), plan.stats.capacity_bytes[0]) << label;
       }
       // The executor's device arena is the planned size: bounded by the cap.
       const ArenaLayout a = arena_layout<float>(plan.graph);
@@ -80,7 +69,7 @@ TEST(CpuExecutorOffload, CappedGraphMatchesReferenceAt124Devices) {
 TEST(CpuExecutorOffload, PeakMemoryAgreesWithTheSimulator) {
   const Graph g = build_workload("chain:size=64");
   const TaskGraph tg = lower(g, split_largest(g, 1));
-  const MemoryPlan plan = capped(tg, 0.75);
+  const MemoryPlan plan = capped_plan(tg, 0.75);
   EXPECT_GT(plan.stats.drops + plan.stats.evicts, 0);
   const sim::SimResult s = sim::simulate(plan.graph, machine_preset("cpu:1"));
   const RunResult r = CpuExecutor().run(g, plan.graph, random_inputs(g, 1));
@@ -99,7 +88,7 @@ TEST(CpuExecutorOffload, PeakMemoryAgreesWithTheSimulator) {
 TEST(CpuExecutorOffload, PeaksByOneRuleStayUnderTheCapInFreeOrder) {
   const Graph g = build_workload("llama-block:model=tiny");
   const TaskGraph tg = lower(g, split_largest(g, 2));
-  const MemoryPlan plan = capped(tg, 0.5);
+  const MemoryPlan plan = capped_plan(tg, 0.5);
   ASSERT_GT(plan.stats.loads, 0);
   const sim::SimResult s = sim::simulate(plan.graph, machine_preset("cpu:2"));
   const auto simulated = timeline_peak_bytes(plan.graph, s.timeline);

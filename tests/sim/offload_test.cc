@@ -56,6 +56,12 @@ TaskGraph loads_and_evicts(int loads, int evicts) {
   return tg;
 }
 
+Span span_of(const SimResult& r, TaskId id) {
+  const auto it = std::find_if(r.timeline.spans.begin(), r.timeline.spans.end(), [&](const Span& s) { return s.task == id; });
+  EXPECT_NE(it, r.timeline.spans.end()) << "no span for task " << id.value;
+  return it == r.timeline.spans.end() ? Span{} : *it;
+}
+
 TEST(SimOffload, LoadsQueueOnTheirDirectionAndOverlapEvicts) {
   const Machine m = host_link_machine();
   const SimOptions o;
@@ -82,13 +88,8 @@ TEST(SimOffload, ALoadDoesNotWaitForTouches) {
   tg.tasks.push_back(host_copy(TaskKind::load, dev, BufferId(static_cast<std::int32_t>(tg.buffers.size() - 1)), writer));
   const TaskId load_id(static_cast<std::int32_t>(tg.tasks.size() - 1));
   const SimResult r = simulate(tg, m, SimOptions{});
-  auto span_of = [&](TaskId id) {
-    const auto it = std::find_if(r.timeline.spans.begin(), r.timeline.spans.end(), [&](const Span& s) { return s.task == id; });
-    EXPECT_NE(it, r.timeline.spans.end()) << "no span for task " << id.value;
-    return it == r.timeline.spans.end() ? Span{} : *it;
-  };
-  const Span touch = span_of(touch_id);
-  const Span load = span_of(load_id);
+  const Span touch = span_of(r, touch_id);
+  const Span load = span_of(r, load_id);
   ASSERT_GT(touch.end_s - touch.start_s, 1e-3);
   EXPECT_NEAR(load.start_s, 0, 1e-12);  // beside the touch, not after it
   EXPECT_NEAR(load.end_s, 1e-3, 1e-9);
@@ -113,6 +114,63 @@ TEST(SimOffload, ALoadTakesItsSizesRateFromTheHostLinksTable) {
   }
   // An evict over the link without a table keeps its bytes_per_s.
   EXPECT_NEAR(simulate(loads_and_evicts(0, 1), m, SimOptions{}).makespan_s, 1e-3, 1e-11);
+}
+
+// A single-lane device (a CPU worker) runs a load on its one lane after or before its
+// compute; with host_copy_lane the load runs on a copy lane beside it: a load of 1 ms
+// independent of a compute task of 2 ms ends the run at max(2, 1) ms instead of 2 + 1.
+// A device with separate lanes (a GPU) overlaps them with or without the field.
+TEST(SimOffload, AHostCopyLaneOverlapsALoadWithTheWorkersCompute) {
+  TgBuilder b(1);
+  const BufferId operand = b.input(0, 4);
+  b.compute(0, 2e9, 0, {operand});  // 2 ms at 1 TFLOP/s
+  const TaskId compute_id = b.last();
+  const BufferId host = b.input(0, kBytes);
+  const TaskId host_writer = b.last();
+  TaskGraph tg = b.graph();
+  tg.buffers[host.index()].host = true;
+  tg.buffers.push_back(tg.buffers[host.index()]);
+  tg.buffers.back().host = false;
+  tg.tasks.push_back(host_copy(TaskKind::load, host, BufferId(static_cast<std::int32_t>(tg.buffers.size() - 1)), host_writer));
+  const TaskId load_id(static_cast<std::int32_t>(tg.tasks.size() - 1));
+  auto with = [](bool single_lane, bool host_copy_lane) {
+    Machine m = host_link_machine();
+    m.device_types[0].single_lane = single_lane;
+    m.device_types[0].host_copy_lane = host_copy_lane;
+    return m;
+  };
+  EXPECT_NEAR(simulate(tg, with(true, false), {}).makespan_s, 3e-3, 1e-9);  // one lane: the sum
+  const SimResult r = simulate(tg, with(true, true), {});
+  EXPECT_NEAR(r.makespan_s, 2e-3, 1e-9);  // beside the compute: the max
+  const Span load = span_of(r, load_id);
+  const Span compute = span_of(r, compute_id);
+  EXPECT_NEAR(load.start_s, 0, 1e-12);
+  EXPECT_NEAR(compute.start_s, 0, 1e-12);
+  EXPECT_EQ(load.lane, Lane::copy);
+  EXPECT_EQ(load.device, DeviceId(0));
+  EXPECT_NEAR(simulate(tg, with(false, false), {}).makespan_s, 2e-3, 1e-9);  // a GPU: unchanged
+}
+
+// The copy lane is one thread: a load and an evict (1 ms each) take turns on it beside a
+// compute task of 1 ms, 2 ms in all, where the worker's one lane takes 3 ms and a GPU's
+// full-duplex host link 1 ms.
+TEST(SimOffload, AHostCopyLaneRunsLoadsAndEvictsOneAtATime) {
+  TaskGraph tg = loads_and_evicts(1, 1);
+  Task compute;
+  compute.kind = TaskKind::compute;
+  compute.device = compute.dst_device = DeviceId(0);
+  compute.reads = {BufferId(0)};  // the device input, as the evict
+  compute.deps = {TaskId(0)};
+  compute.flops = 1e9;  // 1 ms at 1 TFLOP/s
+  tg.buffers.push_back(tg.buffers[0]);
+  compute.writes = BufferId(static_cast<std::int32_t>(tg.buffers.size() - 1));
+  tg.tasks.push_back(compute);
+  Machine m = host_link_machine();
+  EXPECT_NEAR(simulate(tg, m, {}).makespan_s, 1e-3, 1e-9);
+  m.device_types[0].single_lane = true;
+  EXPECT_NEAR(simulate(tg, m, {}).makespan_s, 3e-3, 1e-9);
+  m.device_types[0].host_copy_lane = true;
+  EXPECT_NEAR(simulate(tg, m, {}).makespan_s, 2e-3, 1e-9);
 }
 
 }  // namespace
