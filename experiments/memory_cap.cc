@@ -63,6 +63,8 @@ void check_offload_order(OffloadOrder order, const std::string& memory_cap) {
 void apply_offload_order(MemoryCapped& c, OffloadOrder order) {
   c.offload_order = order;
   if (order == OffloadOrder::fixed) c.graph = fixed_order(c.graph);
+}
+
 void add_copy_lane_option(CLI::App& cmd, std::string& text) {
   cmd.add_option("--copy-lane", text,
                  "cpu backend, with --memory-cap: where evicts and loads run. worker: on the device's worker thread, "
