@@ -275,6 +275,8 @@ TEST(MemoryCapCli, FixedOffloadOrderWithoutACapIsRefused) {
   auto bad = tessel::testing::run_tessel("simulate -w chain:size=64 -d 2 -m cpu:2 --memory-cap 50% --offload-order soonest");
   EXPECT_EQ(bad.status, 2) << bad.output();
   EXPECT_NE(bad.output().find("--offload-order"), std::string::npos) << bad.output();
+}
+
 // --copy-lane on run: thread runs the capped graph right with its evicts and loads on copy
 // lanes and says so in the JSON (worker by default); without --memory-cap it warns; with a
 // backend other than cpu it is refused before anything runs; an unknown value is a usage
