@@ -76,6 +76,14 @@ void TaskGraph::validate() const {
   }
 }
 
+std::optional<BackwardBspDependency> first_backward_bsp_dependency(const TaskGraph& tg) {
+  for (std::size_t i = 0; i < tg.tasks.size(); ++i)
+    for (TaskId d : tg.tasks[i].deps)
+      if (bsp_phase(tg.tasks[d.index()]) > bsp_phase(tg.tasks[i]))
+        return BackwardBspDependency{TaskId(static_cast<std::int32_t>(i)), d};
+  return std::nullopt;
+}
+
 std::vector<std::vector<TaskId>> successors(const TaskGraph& tg) {
   std::vector<std::vector<TaskId>> out(tg.tasks.size());
   for (std::size_t i = 0; i < tg.tasks.size(); ++i)

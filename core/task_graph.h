@@ -32,6 +32,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -147,10 +148,24 @@ namespace tessel {
 // graph node in order, phase 2·node holds its input and compute tasks, phase
 // 2·node + 1 the communication its outputs need (moves, touches and output tasks that
 // belong to the node). A task may start only when every task of an earlier phase has
-// finished. Dependencies never point to a later phase.
+// finished. In a lowered graph dependencies never point to a later phase; in a
+// memory-capped one (core/memory_plan.h) they may: its evicts, loads and reused ranges
+// follow memory, not phases (first_backward_bsp_dependency finds one).
 [[nodiscard]] inline std::int32_t bsp_phase(const Task& t) {
   const bool compute = t.kind == TaskKind::input || t.kind == TaskKind::compute;
   return 2 * t.node.value + (compute ? 0 : 1);
 }
+
+// A dependency of `task` on `dependency`, a task of a later bsp phase: under bsp the
+// dependency is held until `task`'s phase has finished, which waits on `task`.
+struct BackwardBspDependency {
+  TaskId task;
+  TaskId dependency;
+};
+
+// The first such dependency (by task, then by its position in the task's deps), or none:
+// the simulator and every executor refuse to run a graph under bsp that has one, rather
+// than wait forever (or, issuing in phase order, race).
+[[nodiscard]] std::optional<BackwardBspDependency> first_backward_bsp_dependency(const TaskGraph& tg);
 
 }  // namespace tessel

@@ -135,15 +135,8 @@ class Run {
     result_.timeline.source = std::string("cpu-") + std::string(to_string(options_.policy));
     if (options_.policy == Policy::bsp) {
       // A task held for its phase while an earlier phase waits on it would stall the run
-      // for good: refuse such a graph (a memory-capped one: its evicts, loads and reused
-      // ranges follow memory, not phases), as the simulator's bsp policy does.
-      for (std::size_t i = 0; i < n; ++i)
-        for (TaskId d : tg_.tasks[i].deps)
-          if (bsp_phase(tg_.tasks[d.index()]) > bsp_phase(tg_.tasks[i]))
-            fail("cpu executor: bsp cannot run this task graph: task ", i, " (", to_string(tg_.tasks[i].kind),
-                 " of node '", g_.node(tg_.tasks[i].node).name, "', phase ", bsp_phase(tg_.tasks[i]),
-                 ") depends on task ", d.value, " of a later phase (", bsp_phase(tg_.tasks[d.index()]),
-                 "); a memory-capped graph runs under async");
+      // for good: refuse such a graph, as the simulator's bsp policy does.
+      refuse_backward_bsp_dependencies(g_, tg_, "cpu executor");
       std::int32_t phases = 0;
       for (const Task& t : tg_.tasks) phases = std::max(phases, bsp_phase(t) + 1);
       phase_left_ = std::make_unique<std::atomic<std::int32_t>[]>(static_cast<std::size_t>(phases));
@@ -511,8 +504,8 @@ class Run {
     const int core = options_.pin_threads ? copy_lane_core(devices_, device) : -1;
     if (core >= 0) {
       pin_to_core(core);
-    } else {
-      unpin_thread();
+    } else if (options_.pin_threads) {
+      unpin_thread();  // off a core an earlier run pinned this pooled thread to
     }
     set_worker_float_mode();
     workers_ready_.fetch_add(1, std::memory_order_acq_rel);

@@ -10,7 +10,8 @@
 // the simulator's async policy orders them.
 // Policies: `async` runs any ready task at once, no barriers (Einsummable); `bsp` adds
 // the barriers of core's bsp_phase(), the same the simulator's bsp policy uses (a graph
-// with a dependency on a later phase, as any memory-capped graph has, is an error).
+// with a dependency on a later phase, as a memory-capped graph typically has, is an
+// error: core's first_backward_bsp_dependency).
 // Computes in float unless some node is f64. A task that throws stops the run and
 // surfaces as an Error naming the task.
 //

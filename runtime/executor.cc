@@ -10,6 +10,15 @@
 
 namespace tessel::runtime {
 
+void refuse_backward_bsp_dependencies(const Graph& g, const TaskGraph& tg, std::string_view who) {
+  const std::optional<BackwardBspDependency> b = first_backward_bsp_dependency(tg);
+  if (!b) return;
+  const Task& t = tg.task(b->task);
+  fail(who, ": bsp cannot run this task graph: task ", b->task.value, " (", to_string(t.kind), " of node '",
+       g.node(t.node).name, "', phase ", bsp_phase(t), ") depends on task ", b->dependency.value,
+       " of a later phase (", bsp_phase(tg.task(b->dependency)), "); a memory-capped graph runs under async");
+}
+
 void check_inputs(const Graph& g, const TensorMap& inputs) {
   for (NodeId id : g.inputs()) {
     const Node& n = g.node(id);

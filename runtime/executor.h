@@ -48,6 +48,11 @@ class Executor {
 // throws Error naming the input otherwise.
 void check_inputs(const Graph& g, const TensorMap& inputs);
 
+// Under bsp: throws Error when a dependency of `tg` points to a later phase
+// (core's first_backward_bsp_dependency: a memory-capped graph typically has one),
+// naming it; `who` starts the message ("cpu executor").
+void refuse_backward_bsp_dependencies(const Graph& g, const TaskGraph& tg, std::string_view who);
+
 // Runs the task graph block by block on one thread with a separate memory per device.
 // Checks as it goes that every task reads only buffers on its own device, and that
 // every output element is written exactly once.

@@ -39,12 +39,20 @@ void pin_to_core(int worker) {
   pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 }
 
-void unpin_thread() {
+namespace {
+// The affinity mask the process started with (taskset, numactl, mpirun's binding), taken
+// when the library is loaded, on the main thread, before any thread pins itself.
+cpu_set_t starting_affinity() {
   cpu_set_t set;
   CPU_ZERO(&set);
-  for (int c = 0; c < pinnable_cores() && c < CPU_SETSIZE; ++c) CPU_SET(static_cast<unsigned>(c), &set);
-  pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0 || CPU_COUNT(&set) == 0)
+    for (int c = 0; c < pinnable_cores() && c < CPU_SETSIZE; ++c) CPU_SET(static_cast<unsigned>(c), &set);
+  return set;
 }
+const cpu_set_t kStartingAffinity = starting_affinity();
+}  // namespace
+
+void unpin_thread() { pthread_setaffinity_np(pthread_self(), sizeof(kStartingAffinity), &kStartingAffinity); }
 
 void set_worker_float_mode() {
 #if defined(__x86_64__) || defined(__i386__)

@@ -13,8 +13,10 @@ namespace tessel::runtime {
 void pin_to_core(int worker);
 // The cores pin_to_core() spreads threads over: std::thread::hardware_concurrency(), at least 1.
 [[nodiscard]] int pinnable_cores();
-// Lets the calling thread run on any of those cores again (best effort): a pooled thread
-// pinned in an earlier run keeps its core otherwise.
+// Gives the calling thread back the affinity mask the process started with (best
+// effort; taken once, when the library is loaded, so a narrower taskset/numactl/mpirun
+// binding is kept, not widened): a pooled thread pinned in an earlier run keeps its core
+// otherwise.
 void unpin_thread();
 
 // Sets the calling thread's floating-point mode as every CPU worker runs: subnormal

@@ -5,6 +5,7 @@
 #include <cassert>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <unordered_map>
 
 #include "core/checked.h"
@@ -236,11 +237,9 @@ void Run::setup() {
       phase_[i] = static_cast<std::int32_t>(std::lower_bound(distinct.begin(), distinct.end(), phases[i]) - distinct.begin());
       ++phase_left_[static_cast<std::size_t>(phase_[i])];
     }
-    for (std::size_t i = 0; i < n; ++i)
-      for (TaskId d : tg_.tasks[i].deps)
-        if (phase_[d.index()] > phase_[i])
-          fail("task graph: task ", i, " (phase ", phases[i], ") depends on task ", d.value, " of a later phase (",
-               phases[d.index()], "); the bsp policy cannot run it");
+    if (const std::optional<BackwardBspDependency> b = first_backward_bsp_dependency(tg_))
+      fail("task graph: task ", b->task.value, " (phase ", phases[b->task.index()], ") depends on task ",
+           b->dependency.value, " of a later phase (", phases[b->dependency.index()], "); the bsp policy cannot run it");
   }
 
   rec_.resize(n);

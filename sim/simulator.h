@@ -64,6 +64,9 @@
 //          touches, outputs), a barrier. Within a phase, tasks run as under async. A
 //          barrier takes the machine's barrier_latency_s: the next phase's tasks start
 //          that long after the end of the phase's last task (one event per barrier).
+//          A graph with a dependency on a later phase (core's
+//          first_backward_bsp_dependency; a memory-capped graph typically has one) is
+//          an error naming it.
 //
 // Events: one per task completion plus one per network-internal state change (a flow
 // joining the network after its latency). Deterministic: the same inputs give the same

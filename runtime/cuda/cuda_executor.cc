@@ -1201,6 +1201,9 @@ RunResult CudaExecutor::run(const Graph& g, const TaskGraph& tg, const TensorMap
   // Collective nodes (LowerOptions::collectives) run as the moves and touches they stand
   // for (no NCCL collective call yet).
   if (has_lowered_collectives(tg)) return run(g, collectives_as_moves(tg), inputs);
+  // Under bsp tasks are issued in phase order: a dependency on a later phase would wait
+  // on an event not yet recorded (a no-op) and race.
+  if (state_->options.policy == Policy::bsp) refuse_backward_bsp_dependencies(g, tg, "cuda executor");
   CudaRun run(*state_, g, tg, inputs, false);
   run.prepare();
   return run.execute();

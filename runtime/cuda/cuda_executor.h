@@ -27,7 +27,9 @@
 // (policy async). Tasks are issued in the order of the CPU executor's priority (longest
 // estimated path to the end first); a stream runs its tasks in issue order. Under bsp the
 // barriers of core::bsp_phase are events recorded on every stream at the end of a phase
-// that every stream waits for before the next.
+// that every stream waits for before the next; a graph with a dependency on a later
+// phase (a memory-capped graph typically has one) is refused, since waiting on an event
+// not yet recorded is a no-op: it would race.
 //
 // Kernels: contractions through cuBLAS (cublasGemmStridedBatchedEx; an operand whose
 // indices are not in [batch, M, K] / [batch, K, N] order, or transposed, is permuted into

@@ -3,17 +3,23 @@
 // phase order compute what the reference does at 1, 2 and 4 devices under async and bsp;
 // bsp refuses a graph whose dependencies cross its phases backwards; the copy lane is
 // another thread than the worker and runs a load while the worker is inside a compute
-// task; a failing copy task stops the run naming it; a run split over processes refuses
-// the copy lane and capped graphs.
+// task; a failing copy task stops the run naming it and the executor runs again; one
+// executor's pooled threads change roles (copy lane, worker) across runs; a run split
+// over processes refuses the copy lane and capped graphs.
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -39,15 +45,32 @@ void expect_reference(const Graph& g, const RunResult& r, const TensorMap& want,
   }
 }
 
-// Evicts and loads keep their device and the copy lane in the timeline.
-void expect_copy_spans(const TaskGraph& tg, const RunResult& r, const std::string& label) {
+// Which thread ran each task (recorded by CpuOptions::before_task).
+struct ThreadOfTask {
+  std::mutex mutex;
+  std::map<std::int32_t, std::thread::id> of;
+  void record(TaskId t) {
+    std::lock_guard<std::mutex> lock(mutex);
+    of[t.value] = std::this_thread::get_id();
+  }
+};
+
+// Evicts and loads keep their device in the timeline, and ran on copy lanes: on threads
+// that ran no other task (under CopyLane::worker they run on the workers: this fails).
+void expect_copies_on_copy_lanes(const TaskGraph& tg, const RunResult& r, const ThreadOfTask& threads,
+                                 const std::string& label) {
   ASSERT_EQ(r.timeline.spans.size(), tg.tasks.size()) << label;
+  ASSERT_EQ(threads.of.size(), tg.tasks.size()) << label;
+  std::set<std::thread::id> copy_threads, other_threads;
   for (const Span& s : r.timeline.spans) {
     const Task& t = tg.tasks[s.task.index()];
+    (is_host_copy(t) ? copy_threads : other_threads).insert(threads.of.at(s.task.value));
     if (!is_host_copy(t)) continue;
     EXPECT_EQ(s.device, t.device) << label;
     EXPECT_EQ(s.lane, Lane::copy) << label;
   }
+  EXPECT_FALSE(copy_threads.empty()) << label;
+  for (std::thread::id id : copy_threads) EXPECT_EQ(other_threads.count(id), 0u) << label << ": a copy ran on a worker";
 }
 
 // A memory plan's dependencies cross bsp's phases (a range reused by an earlier node's
@@ -107,12 +130,7 @@ TaskGraph with_round_trips(const TaskGraph& tg) {
   return out;
 }
 
-bool bsp_can_run(const TaskGraph& tg) {
-  for (const Task& t : tg.tasks)
-    for (TaskId d : t.deps)
-      if (bsp_phase(tg.tasks[d.index()]) > bsp_phase(t)) return false;
-  return true;
-}
+bool bsp_can_run(const TaskGraph& tg) { return !first_backward_bsp_dependency(tg).has_value(); }
 
 TEST(CpuCopyLane, RoundTripsMatchReferenceAt124DevicesUnderBothPolicies) {
   const Graph g = build_workload("llama-block:model=tiny");
@@ -130,11 +148,14 @@ TEST(CpuCopyLane, RoundTripsMatchReferenceAt124DevicesUnderBothPolicies) {
       CpuOptions o;
       o.policy = policy;
       o.copy_lane = CopyLane::thread;
+      ThreadOfTask threads;
+      o.before_task = [&](TaskId t) { threads.record(t); };
       CpuExecutor exec(o);
       for (int rep = 0; rep < 2; ++rep) {
+        threads.of.clear();
         const RunResult r = exec.run(g, tg, inputs);
         expect_reference(g, r, want, label);
-        expect_copy_spans(tg, r, label);
+        expect_copies_on_copy_lanes(tg, r, threads, label);
       }
     }
   }
@@ -145,7 +166,8 @@ TEST(CpuCopyLane, RoundTripsMatchReferenceAt124DevicesUnderBothPolicies) {
 TEST(CpuCopyLane, BspRefusesAGraphWhoseDependenciesCrossPhasesBackwards) {
   const Graph g = build_workload("llama-block:model=tiny");
   const MemoryPlan plan = capped_plan(lower(g, split_largest(g, 2)), 0.5);
-  ASSERT_FALSE(bsp_can_run(plan.graph));
+  const std::optional<BackwardBspDependency> b = first_backward_bsp_dependency(plan.graph);
+  ASSERT_TRUE(b.has_value());
   for (CopyLane lane : {CopyLane::worker, CopyLane::thread}) {
     CpuOptions o;
     o.policy = Policy::bsp;
@@ -154,7 +176,12 @@ TEST(CpuCopyLane, BspRefusesAGraphWhoseDependenciesCrossPhasesBackwards) {
       (void)CpuExecutor(o).run(g, plan.graph, random_inputs(g, 1));
       FAIL() << "bsp ran a graph whose dependencies cross its phases";
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("of a later phase"), std::string::npos) << e.what();
+      const std::string want = "cpu executor: bsp cannot run this task graph: task " + std::to_string(b->task.value) +
+                               " (";
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("depends on task " + std::to_string(b->dependency.value) + " of a later phase"),
+                std::string::npos)
+          << e.what();
     }
   }
 }
@@ -188,48 +215,77 @@ Pair load_beside_compute(TaskGraph& tg) {
   return {};
 }
 
-// C's hook holds the worker inside C until L has started. On the copy lane L starts on
-// the other thread meanwhile; on the worker (CopyLane::worker) it cannot start until C
-// ends, and the hook gives up after 5 s: the test fails.
+// L's and C's hooks meet: each waits, up to `limit`, until the other task has entered
+// its hook, so both are inside their hooks at once when L runs on another thread than
+// C. On the worker (CopyLane::worker) the first to enter waits for the other in vain.
+struct Rendezvous {
+  RunResult result;
+  bool gave_up = false;
+  ThreadOfTask threads;
+};
+void run_rendezvous(const Graph& g, const TaskGraph& tg, Pair p, CopyLane lane, std::chrono::milliseconds limit,
+                    Rendezvous& out) {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool load_in = false, compute_in = false;
+  CpuOptions o;
+  o.copy_lane = lane;
+  o.before_task = [&](TaskId t) {
+    out.threads.record(t);
+    if (t.value != p.load && t.value != p.compute) return;
+    std::unique_lock<std::mutex> lock(mutex);
+    bool& mine = t.value == p.load ? load_in : compute_in;
+    const bool& other = t.value == p.load ? compute_in : load_in;
+    mine = true;
+    cv.notify_all();
+    if (!cv.wait_for(lock, limit, [&] { return other; })) out.gave_up = true;
+  };
+  out.result = CpuExecutor(o).run(g, tg, random_inputs(g, 1));
+}
+
+// The load's span and the compute task's overlap: the copy lane ran L while the worker
+// was inside C.
 TEST(CpuCopyLane, ALoadRunsOnAnotherThreadWhileTheWorkerComputes) {
   const Graph g = build_workload("llama-block:model=tiny");
-  const TaskGraph tg = lower(g, split_largest(g, 1));
-  MemoryPlan plan = capped_plan(tg, 0.5);
+  MemoryPlan plan = capped_plan(lower(g, split_largest(g, 1)), 0.5);
   const Pair p = load_beside_compute(plan.graph);
   ASSERT_GE(p.load, 0) << "no load beside a compute task in the plan";
   plan.graph.validate();
-  std::mutex mutex;
-  std::condition_variable cv;
-  bool load_started = false, gave_up = false;
-  std::map<std::int32_t, std::thread::id> thread_of;
-  CpuOptions o;
-  o.copy_lane = CopyLane::thread;
-  o.before_task = [&](TaskId t) {
-    std::unique_lock<std::mutex> lock(mutex);
-    thread_of[t.value] = std::this_thread::get_id();
-    if (t.value == p.load) {
-      load_started = true;
-      cv.notify_all();
-    } else if (t.value == p.compute) {
-      gave_up = !cv.wait_for(lock, std::chrono::seconds(5), [&] { return load_started; });
-    }
-  };
-  const RunResult r = CpuExecutor(o).run(g, plan.graph, random_inputs(g, 1));
-  EXPECT_FALSE(gave_up) << "load " << p.load << " did not start while compute task " << p.compute << " ran";
+  Rendezvous run;
+  run_rendezvous(g, plan.graph, p, CopyLane::thread, std::chrono::seconds(5), run);
+  EXPECT_FALSE(run.gave_up) << "load " << p.load << " and compute task " << p.compute << " did not run at once";
   // Every evict and load ran on one thread, every other task on another.
   std::set<std::thread::id> copy_threads, other_threads;
-  for (const auto& [task, id] : thread_of)
+  for (const auto& [task, id] : run.threads.of)
     (is_host_copy(plan.graph.tasks[static_cast<std::size_t>(task)]) ? copy_threads : other_threads).insert(id);
   EXPECT_EQ(copy_threads.size(), 1u);
   EXPECT_EQ(other_threads.size(), 1u);
-  for (std::thread::id id : copy_threads) EXPECT_EQ(other_threads.count(id), 0u);
-  // The timeline shows it: the load's span starts inside the compute task's.
-  const Span& load = r.timeline.spans[static_cast<std::size_t>(p.load)];
-  const Span& compute = r.timeline.spans[static_cast<std::size_t>(p.compute)];
+  expect_copies_on_copy_lanes(plan.graph, run.result, run.threads, "1 device");
+  // The timeline shows it (each span starts before its hook and ends after it).
+  const Span& load = run.result.timeline.spans[static_cast<std::size_t>(p.load)];
+  const Span& compute = run.result.timeline.spans[static_cast<std::size_t>(p.compute)];
   ASSERT_EQ(load.task.value, p.load);
   ASSERT_EQ(compute.task.value, p.compute);
-  EXPECT_GE(load.start_s, compute.start_s);
   EXPECT_LT(load.start_s, compute.end_s);
+  EXPECT_LT(compute.start_s, load.end_s);
+}
+
+// The same run on the worker: the rendezvous cannot happen (one thread runs L and C one
+// after the other), so the test above would fail there, and the copies ran on a worker.
+TEST(CpuCopyLane, OnTheWorkerTheLoadAndTheComputeTaskCannotMeet) {
+  const Graph g = build_workload("llama-block:model=tiny");
+  MemoryPlan plan = capped_plan(lower(g, split_largest(g, 1)), 0.5);
+  const Pair p = load_beside_compute(plan.graph);
+  ASSERT_GE(p.load, 0);
+  Rendezvous run;
+  run_rendezvous(g, plan.graph, p, CopyLane::worker, std::chrono::milliseconds(200), run);
+  EXPECT_TRUE(run.gave_up);
+  const Span& load = run.result.timeline.spans[static_cast<std::size_t>(p.load)];
+  const Span& compute = run.result.timeline.spans[static_cast<std::size_t>(p.compute)];
+  EXPECT_TRUE(load.start_s >= compute.end_s || compute.start_s >= load.end_s);
+  std::set<std::thread::id> all;
+  for (const auto& [task, id] : run.threads.of) all.insert(id);
+  EXPECT_EQ(all.size(), 1u);
 }
 
 TEST(CpuCopyLane, AFailingCopyTaskStopsTheRunNamingIt) {
@@ -241,23 +297,94 @@ TEST(CpuCopyLane, AFailingCopyTaskStopsTheRunNamingIt) {
     if (plan.graph.tasks[i].kind == TaskKind::load) load = static_cast<std::int32_t>(i);
   ASSERT_GE(load, 0);
   const std::string node = g.node(plan.graph.tasks[static_cast<std::size_t>(load)].node).name;
+  const TensorMap inputs = random_inputs(g, 1);
+  bool inject = true;
   CpuOptions o;
   o.copy_lane = CopyLane::thread;
   o.before_task = [&](TaskId t) {
-    if (t.value == load) throw std::runtime_error("injected");
+    if (inject && t.value == load) throw std::runtime_error("injected");
   };
   CpuExecutor exec(o);
   try {
-    (void)exec.run(g, plan.graph, random_inputs(g, 1));
+    (void)exec.run(g, plan.graph, inputs);
     FAIL() << "the run did not fail";
   } catch (const Error& e) {
     const std::string want = "task " + std::to_string(load) + " (load of node '" + node + "') failed: injected";
     EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
   }
-  // The executor stays usable.
-  o.before_task = nullptr;
-  const RunResult r = CpuExecutor(o).run(g, plan.graph, random_inputs(g, 1));
+  // The executor stays usable: the same one runs the graph again, right.
+  inject = false;
+  const RunResult r = exec.run(g, plan.graph, inputs);
   EXPECT_EQ(r.timeline.spans.size(), plan.graph.tasks.size());
+  expect_reference(g, r, evaluate_reference(g, inputs), "after the failure");
+}
+
+// One executor, its pooled threads in changing roles: pool thread 1 is device 0's copy
+// lane at 1 device, worker 1 at 2 devices (re-pinned), then a copy lane again.
+TEST(CpuCopyLane, OneExecutorRunsCappedAndUncappedGraphsAsItsThreadsChangeRoles) {
+  const Graph g = build_workload("llama-block:model=tiny");
+  const TensorMap inputs = random_inputs(g, 5);
+  const TensorMap want = evaluate_reference(g, inputs);
+  const TaskGraph one = lower(g, split_largest(g, 1)), two = lower(g, split_largest(g, 2));
+  const MemoryPlan capped_one = capped_plan(one, 0.5), capped_two = capped_plan(two, 0.5);
+  for (CopyLane lane : {CopyLane::thread, CopyLane::worker}) {
+  CpuOptions o;
+  o.copy_lane = lane;
+  ThreadOfTask threads;
+  o.before_task = [&](TaskId t) { threads.record(t); };
+  CpuExecutor exec(o);
+  const std::pair<const TaskGraph*, const char*> runs[] = {{&capped_one.graph, "capped, 1 device"},
+                                                           {&two, "uncapped, 2 devices"},
+                                                           {&capped_two.graph, "capped, 2 devices"},
+                                                           {&one, "uncapped, 1 device"},
+                                                           {&capped_one.graph, "capped, 1 device again"}};
+  for (const auto& [tg, label] : runs) {
+    threads.of.clear();
+    const RunResult r = exec.run(g, *tg, inputs);
+    expect_reference(g, r, want, std::string(to_string(lane)) + ", " + label);
+    if (lane == CopyLane::thread && (tg == &capped_one.graph || tg == &capped_two.graph))
+      expect_copies_on_copy_lanes(*tg, r, threads, label);
+  }
+  }
+}
+
+// pin_threads = false: the copy lane keeps the affinity its thread inherited (here one
+// core, set by the thread that starts the executor's pool), as the workers do.
+TEST(CpuCopyLane, WithoutPinningTheCopyLaneKeepsTheAffinityItInherits) {
+  cpu_set_t start;
+  CPU_ZERO(&start);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(start), &start), 0);
+  if (CPU_COUNT(&start) < 2) GTEST_SKIP() << "one core: no narrower mask to keep";
+  int first = 0;
+  while (!CPU_ISSET(first, &start)) ++first;
+  const Graph g = build_workload("llama-block:model=tiny");
+  const MemoryPlan plan = capped_plan(lower(g, split_largest(g, 1)), 0.5);
+  std::mutex mutex;
+  std::vector<int> copy_masks;  // CPU_COUNT of each evict's and load's thread
+  bool on_first = true;
+  CpuOptions o;
+  o.pin_threads = false;
+  o.copy_lane = CopyLane::thread;
+  o.before_task = [&](TaskId t) {
+    if (!is_host_copy(plan.graph.task(t))) return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    sched_getaffinity(0, sizeof(set), &set);
+    std::lock_guard<std::mutex> lock(mutex);
+    copy_masks.push_back(CPU_COUNT(&set));
+    on_first = on_first && CPU_ISSET(first, &set);
+  };
+  std::thread([&] {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof(one), &one), 0);
+    CpuExecutor exec(o);
+    (void)exec.run(g, plan.graph, random_inputs(g, 1));
+  }).join();
+  ASSERT_FALSE(copy_masks.empty());
+  for (int n : copy_masks) EXPECT_EQ(n, 1) << "the copy lane's affinity was changed";
+  EXPECT_TRUE(on_first);
 }
 
 class RefusedLink final : public RemoteLink {

@@ -3,15 +3,34 @@
 // at a barrier and nothing terminates the process.
 #include "runtime/measure.h"
 
+#include <sched.h>
+
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <new>
+#include <thread>
 
 #include "core/error.h"
 
 namespace tessel::runtime {
 namespace {
+
+// unpin_thread() gives a pinned thread back the mask the process started with, not every
+// core (meaningful under a narrower mask: `taskset -c 0 build/bin/tessel_tests
+// --gtest_filter='Measure.Unpin*'`, where widening to all cores fails it).
+TEST(Measure, UnpinRestoresTheMaskTheProcessStartedWith) {
+  cpu_set_t before, after;
+  CPU_ZERO(&before);
+  CPU_ZERO(&after);
+  std::thread([&] {
+    sched_getaffinity(0, sizeof(before), &before);  // inherited from the main thread, never pinned
+    pin_to_core(0);
+    unpin_thread();
+    sched_getaffinity(0, sizeof(after), &after);
+  }).join();
+  EXPECT_TRUE(CPU_EQUAL(&before, &after)) << CPU_COUNT(&before) << " cores before, " << CPU_COUNT(&after) << " after";
+}
 
 TEST(Measure, AWorkerThatThrowsInSetupEndsTheMeasurementWithItsError) {
   auto setup = [](int w) {

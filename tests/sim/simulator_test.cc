@@ -6,6 +6,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -14,6 +15,7 @@
 #include "core/partition.h"
 #include "core/workloads.h"
 #include "tests/sim/sim_test_util.h"
+#include "tests/support/capped_plan.h"
 
 namespace tessel::sim {
 namespace {
@@ -190,6 +192,22 @@ TEST(Simulator, BspRunsPhasesBetweenBarriers) {
     EXPECT_GE(span.first, prev_end) << "phase " << phase;
     prev_end = std::max(prev_end, span.second);
   }
+}
+
+// A memory-capped graph's dependencies cross bsp's phases backwards: bsp refuses it,
+// naming the first such dependency (core's first_backward_bsp_dependency); async runs it.
+TEST(Simulator, BspRefusesAGraphWhoseDependenciesCrossPhasesBackwards) {
+  const Graph g = build_workload("llama-block:model=tiny");
+  const MemoryPlan plan = tessel::testing::capped_plan(lower(g, split_largest(g, 2)), 0.5);
+  const std::optional<BackwardBspDependency> b = first_backward_bsp_dependency(plan.graph);
+  ASSERT_TRUE(b.has_value());
+  const Machine m = machine_preset("h100-sxm-8");
+  EXPECT_NE(error_of([&] { (void)simulate(plan.graph, m, options("flow", Policy::bsp)); })
+                .find("task graph: task " + std::to_string(b->task.value) + " (phase " +
+                      std::to_string(bsp_phase(plan.graph.task(b->task))) + ") depends on task " +
+                      std::to_string(b->dependency.value) + " of a later phase"),
+            std::string::npos);
+  EXPECT_GT(simulate(plan.graph, m, options("flow")).makespan_s, 0.0);
 }
 
 TEST(Simulator, BarrierLatencyDelaysEveryNextPhaseUnderBspOnly) {
