@@ -57,6 +57,11 @@ struct CudaCliOptions {
 // The rank and size of the MPI job this process belongs to: (0, 1) when MPI is not
 // active (or not built).
 [[nodiscard]] std::pair<int, int> mpi_rank_and_size();
+// --memory-cap with --backend mpi in a job of several ranks (run, compare): refused before
+// anything is lowered or planned, on every rank alike (rank 0 prints it; every rank exits
+// non-zero), since a capped graph cannot run split over processes (the CPU executor
+// refuses it too). Nothing otherwise.
+void check_mpi_memory_cap(const std::string& backend, bool capped);
 // `tessel calibrate --backend mpi`, collective: rank 0 calibrates the CPU backend with
 // `devices` workers (0: every core) while the other ranks wait without spinning, then
 // every rank measures point-to-point latency and bandwidth against rank 0; the machine

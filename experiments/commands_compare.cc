@@ -233,7 +233,10 @@ void add_compare(CLI::App& app) {
   cmd->add_option("--trace-dir", o->trace_dir, "write every simulated and measured timeline (Chrome trace) here");
   add_memory_cap_option(*cmd, o->memory_cap);
   add_offload_order_option(*cmd, o->offload_order, "; both the runs and their simulations take the fixed graph");
-  add_copy_lane_option(*cmd, o->copy_lane);
+  add_copy_lane_option(*cmd, o->copy_lane,
+                       "; simulated alike on a calibrated machine (host_copy_lane), as if each copy lane had a core of "
+                       "its own and without the memory bandwidth it shares with its worker; a -m machine that is not "
+                       "single-lane (every preset) simulates evicts and loads beside compute either way (warned)");
   cmd->add_flag("--json", o->json_out, "machine-readable output");
   cmd->footer(
       "Examples:\n  tessel compare                      (the X·Y·Z chain on the cores, 3 strategies, async against bsp)\n"
@@ -283,7 +286,7 @@ void add_compare(CLI::App& app) {
     }
     co.memory_cap = o->memory_cap;
     co.offload_order = parse_offload_order(o->offload_order);
-    co.copy_lane = o->copy_lane;
+    co.copy_lane = runtime::parse_copy_lane(o->copy_lane, "--copy-lane");
     const experiments::CompareResult res = experiments::run_compare(g, o->graph.describe(), co);
     if (mpi_rank_and_size().first != 0) return;  // --backend mpi: rank 0 reports
     if (o->json_out)

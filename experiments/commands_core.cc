@@ -282,8 +282,10 @@ void add_run(CLI::App& app) {
     check_offload_order(offload_order, o->memory_cap);
     Graph g = o->graph.load();
     Decomposition d = o->dec.load(g);
-    const runtime::CopyLane copy_lane = copy_lane_for(o->copy_lane, o->backend, !o->memory_cap.empty(), d.num_devices);
+    const runtime::CopyLane copy_lane = runtime::parse_copy_lane(o->copy_lane, "--copy-lane");
+    check_copy_lane(copy_lane, o->backend, !o->memory_cap.empty(), offload_order, d.num_devices);
     auto exec = make_executor(o->backend, o->policy, o->cuda, copy_lane);
+    check_mpi_memory_cap(o->backend, !o->memory_cap.empty());
     if (o->backend == "cpu") warn_oversubscribed(d.num_devices);
     auto t0 = Clock::now();
     TaskGraph tg = lower(g, d, o->dec.lower_options());
@@ -359,7 +361,9 @@ void add_run(CLI::App& app) {
       j["weights"] = o->dec.weights_used();
       j["backend"] = exec->name();
       j["policy"] = o->policy;
-      j["copy_lane"] = std::string(runtime::to_string(copy_lane));
+      j["copy_lane"] = copy_lane_json(o->backend, copy_lane);
+      j["copy_lane_cores_shared"] =
+          o->backend == "cpu" ? json(copy_lane_cores_shared(copy_lane, d.num_devices)) : json(nullptr);
       j["lower_seconds"] = lower_s;
       j["reference_seconds"] = ref_s;
       j["measured_s"] = run_s;

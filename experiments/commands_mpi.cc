@@ -202,6 +202,16 @@ std::pair<int, int> mpi_rank_and_size() {
   return {runtime::mpi::rank(), runtime::mpi::size()};
 }
 
+void check_mpi_memory_cap(const std::string& backend, bool capped) {
+  if (backend != "mpi" || !capped || launched_ranks() <= 1) return;
+  runtime::mpi::ensure_initialized();  // so that rank 0 alone prints it (error_exit)
+  const int ranks = runtime::mpi::size();
+  if (ranks > 1)
+    throw runtime::mpi::CollectiveError("--memory-cap with --backend mpi: a memory-capped task graph cannot run split over the job's " +
+      std::to_string(ranks) + " ranks (a move from another process would be received into a planned range before this "
+      "process's earlier users of it are done); run it in one process (--backend cpu, or mpirun -np 1)");
+}
+
 bool calibrate_mpi_backend(int devices, double seconds_per_point, int rounds, Machine* machine,
                            nlohmann::json* report) {
   runtime::mpi::ensure_initialized();
@@ -308,6 +318,8 @@ std::unique_ptr<runtime::Executor> make_mpi_executor(runtime::Policy) {
 }
 
 bool reports_results(const runtime::Executor&) { return true; }
+
+void check_mpi_memory_cap(const std::string&, bool) {}  // make_mpi_executor refuses the backend
 
 std::pair<int, int> mpi_rank_and_size() { return {0, 1}; }
 

@@ -122,7 +122,19 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
     fail("compare --backend mpi needs -m MACHINE.json, measured with `mpirun -np R tessel calibrate --backend mpi -d ",
          devices, " -o MACHINE.json` (it does not calibrate between rounds)");
   if (!cuda && !mpi) cli::warn_oversubscribed(devices);
-  const runtime::CopyLane copy_lane = cli::copy_lane_for(o.copy_lane, o.backend, !o.memory_cap.empty(), devices);
+  const runtime::CopyLane copy_lane = o.copy_lane;
+  cli::check_copy_lane(copy_lane, o.backend, !o.memory_cap.empty(), o.offload_order, devices);
+  if (copy_lane == runtime::CopyLane::thread && o.machine)
+    for (const DeviceType& t : o.machine->device_types)
+      if (!t.single_lane) {
+        std::fprintf(stderr,
+                     "tessel: warning: --copy-lane thread: machine '%s' (device type '%s') is not single-lane, so its "
+                     "simulation already runs evicts and loads beside compute, with or without the copy lane: "
+                     "--copy-lane changes the runs here, not the simulation (a calibrated machine models it)\n",
+                     o.machine_name.c_str(), t.name.c_str());
+        break;
+      }
+  cli::check_mpi_memory_cap(o.backend, !o.memory_cap.empty());
   // Validate everything a user gave before the long work starts.
   std::vector<Decomposition> decompositions;
   for (const auto& s : o.strategies)
@@ -152,7 +164,8 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
   res.warmup = o.warmup;
   res.profiled = o.profiled && !mpi;
   res.trace_dir = o.trace_dir;
-  res.copy_lane = std::string(runtime::to_string(copy_lane));
+  res.copy_lane = copy_lane;
+  res.copy_lane_cores_shared = !cuda && !mpi && cli::copy_lane_cores_shared(copy_lane, devices);
 
   // The runs go round by round; in each round, one calibration round (without a
   // machine), then per strategy its rows (with --backend cuda and profiled kernels, after
@@ -520,7 +533,8 @@ json compare_to_json(const CompareResult& res) {
           {"ranking", ranking_check},
           {"task_kinds", kinds},
           {"memory_cap", res.memory_cap},
-          {"copy_lane", res.copy_lane},
+          {"copy_lane", cli::copy_lane_json(res.backend, res.copy_lane)},
+          {"copy_lane_cores_shared", res.backend == "cpu" ? json(res.copy_lane_cores_shared) : json(nullptr)},
           {"correct", res.correct}};
 }
 
@@ -536,7 +550,11 @@ void print_compare(const CompareResult& res, std::FILE* out) {
                "%s on %d devices, backend %s%s, machine %s, network %s, compute %s, median of %d runs "
                "(each after %d warm-up)\n\n",
                res.graph.c_str(), res.devices, res.backend.c_str(),
-               res.copy_lane == "thread" ? " (copy lane thread)" : "", res.machine.c_str(), res.network.c_str(),
+               res.copy_lane != runtime::CopyLane::thread ? ""
+               : res.copy_lane_cores_shared ? " (copy lane thread, sharing the workers' cores: simulated as if each "
+                                              "copy lane had a core of its own)"
+                                            : " (copy lane thread)",
+               res.machine.c_str(), res.network.c_str(),
                compute.c_str(), res.repeat, res.warmup);
   std::fprintf(out, "  %-16s %-6s %7s %12s %12s %8s %8s", "strategy", "policy", "tasks", "simulated", "measured", "error",
                "spread");

@@ -22,7 +22,8 @@
 #include "core/machine.h"
 #include "core/stats.h"
 #include "experiments/backend.h"
-#include "experiments/memory_cap.h"
+#include "experiments/offload_order.h"
+#include "runtime/cpu_executor.h"
 #include "sim/simulator.h"
 
 namespace tessel::experiments {
@@ -58,9 +59,12 @@ struct CompareOptions {
   // --offload-order: with fixed, every capped graph runs and is simulated in the fixed
   // order (fixed_order(), the ZeRO-Offload-style baseline); fixed needs a memory cap.
   cli::OffloadOrder offload_order = cli::OffloadOrder::free;
-  // --copy-lane (experiments/memory_cap.h): worker or thread, run by the CPU executor and
-  // simulated alike (host_copy_lane on the machine's single-lane device types).
-  std::string copy_lane = "worker";
+  // --copy-lane (experiments/memory_cap.h): run by the CPU executor and simulated alike
+  // (host_copy_lane on the machine's single-lane device types: a calibrated machine; a
+  // preset's types are not single-lane, and a warning says the choice changes nothing
+  // in its simulation). With fewer than 2 x devices cores the copy lanes share the
+  // workers' cores, which the simulation does not model (copy_lane_cores_shared).
+  runtime::CopyLane copy_lane = runtime::CopyLane::worker;
 };
 
 // One strategy × policy: its figures in every round (the same length each).
@@ -122,7 +126,10 @@ struct CompareResult {
   // With a memory cap: per row, the plan's figures and the peak memory simulated and
   // measured (median round); null without one.
   nlohmann::json memory_cap;
-  std::string copy_lane = "worker";  // worker or thread
+  runtime::CopyLane copy_lane = runtime::CopyLane::worker;  // meaningful with the cpu backend only
+  // The copy lanes (thread) time-share the workers' cores (fewer than 2 x devices): the
+  // simulation still gives each its own core.
+  bool copy_lane_cores_shared = false;
 };
 
 // Runs the experiment on `g`. Errors (unknown strategy or policy, a machine of another

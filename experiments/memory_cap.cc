@@ -34,14 +34,6 @@ void add_prefetch_option(CLI::App& cmd, std::string& text) {
       ->check(CLI::IsMember({"one-range", "packed", "dry-run", "fastest"}));
 }
 
-std::string_view to_string(OffloadOrder order) { return order == OffloadOrder::fixed ? "fixed" : "free"; }
-
-OffloadOrder parse_offload_order(std::string_view text) {
-  for (OffloadOrder o : {OffloadOrder::free, OffloadOrder::fixed})
-    if (text == to_string(o)) return o;
-  fail("--offload-order: unknown order '", text, "' (accepted: free, fixed)");
-}
-
 void add_offload_order_option(CLI::App& cmd, std::string& text, const std::string& extra) {
   cmd.add_option("--offload-order", text,
                  "with --memory-cap: the order the capped graph runs in. free: any ready task runs (TURNIP), so a "
@@ -65,33 +57,46 @@ void apply_offload_order(MemoryCapped& c, OffloadOrder order) {
   if (order == OffloadOrder::fixed) c.graph = fixed_order(c.graph);
 }
 
-void add_copy_lane_option(CLI::App& cmd, std::string& text) {
+void add_copy_lane_option(CLI::App& cmd, std::string& text, const std::string& extra) {
   cmd.add_option("--copy-lane", text,
                  "cpu backend, with --memory-cap: where evicts and loads run. worker: on the device's worker thread, "
                  "between its compute tasks (a load holds up the kernel behind it); thread: on a copy lane of each "
                  "device, a second thread with its own ready queue, so that loads overlap compute as a GPU's copy "
                  "engine lets them (pinned to core devices + d where the machine has one; with fewer than 2 x devices "
-                 "cores the copy lanes share the workers' cores)")
+                 "cores the copy lanes share the workers' cores)" + extra)
       ->capture_default_str()
       ->check(CLI::IsMember({"worker", "thread"}));
 }
 
-runtime::CopyLane copy_lane_for(const std::string& text, const std::string& backend, bool capped, int devices) {
-  const runtime::CopyLane lane = runtime::parse_copy_lane(text, "--copy-lane");
-  if (lane == runtime::CopyLane::worker) return lane;
+void check_copy_lane(runtime::CopyLane lane, const std::string& backend, bool capped, OffloadOrder order,
+                     int devices) {
+  if (lane == runtime::CopyLane::worker) return;
   if (backend == "cuda")
     fail("--copy-lane thread: the cuda backend already runs evicts and loads on copy streams of their own "
          "(--copy-lane applies to --backend cpu)");
   if (backend != "cpu")
     fail("--copy-lane thread: --backend ", backend, " runs evicts and loads on the worker (--copy-lane applies to "
          "--backend cpu)");
-  if (!capped)
+  if (!capped) {
     std::fprintf(stderr, "tessel: warning: --copy-lane thread without --memory-cap: the task graph has no evicts or "
                          "loads, so there is nothing for the copy lanes to copy\n");
-  else if (devices > 0 && runtime::copy_lane_core(devices, devices - 1) < 0)
+    return;
+  }
+  if (order == OffloadOrder::fixed)
+    std::fprintf(stderr, "tessel: warning: --copy-lane thread with --offload-order fixed: each device's kernels and "
+                         "transfers are chained there (transfers synchronous), so the copy lane overlaps nothing with "
+                         "the kernels and only adds a hand-off between threads per transfer\n");
+  if (copy_lane_cores_shared(lane, devices))
     std::fprintf(stderr, "tessel: warning: copy lanes share cores with the workers: %d cores for %d workers + %d copy "
                          "lanes\n", runtime::cpu_cores(), devices, devices);
-  return lane;
+}
+
+nlohmann::json copy_lane_json(const std::string& backend, runtime::CopyLane lane) {
+  return backend == "cpu" ? nlohmann::json(std::string(runtime::to_string(lane))) : nlohmann::json(nullptr);
+}
+
+bool copy_lane_cores_shared(runtime::CopyLane lane, int devices) {
+  return lane == runtime::CopyLane::thread && devices > 0 && runtime::copy_lane_core(devices, devices - 1) < 0;
 }
 
 namespace {

@@ -17,6 +17,7 @@
 #include "core/machine.h"
 #include "core/memory_plan.h"
 #include "core/task_graph.h"
+#include "experiments/offload_order.h"
 #include "runtime/cpu_executor.h"
 
 namespace tessel::cli {
@@ -27,32 +28,31 @@ void add_memory_cap_option(CLI::App& cmd, std::string& text);
 // the one whose capped graph simulates fastest.
 void add_prefetch_option(CLI::App& cmd, std::string& text);
 
-// --offload-order: in what order the memory-planned graph runs.
-//   free   as planned: any ready task runs (TURNIP), so a load starts once its range is
-//          free and overlaps the kernels before its reader;
-//   fixed  fixed_order() of the plan (core/memory_plan.h): each device's kernels and host
-//          transfers one after another in the plan's order, transfers synchronous, so a
-//          load holds up the kernel behind it. What free gains over fixed is what the
-//          freedom of order buys.
-enum class OffloadOrder : std::uint8_t { free, fixed };
-[[nodiscard]] std::string_view to_string(OffloadOrder order);  // free, fixed
-// An Error naming --offload-order and the accepted values on anything else.
-[[nodiscard]] OffloadOrder parse_offload_order(std::string_view text);
+// --offload-order free|fixed (OffloadOrder, experiments/offload_order.h).
 // `extra`: what the command adds (simulate: how --prefetch fastest chooses the plan).
 void add_offload_order_option(CLI::App& cmd, std::string& text, const std::string& extra = "");
 // An Error naming both options when `order` is fixed and `memory_cap` is empty: without a
 // cap there are no evicts or loads to order.
 void check_offload_order(OffloadOrder order, const std::string& memory_cap);
 // --copy-lane worker|thread (run, compare): where the CPU backend runs a memory-capped
-// graph's evicts and loads (runtime::CopyLane); compare simulates the same choice.
-void add_copy_lane_option(CLI::App& cmd, std::string& text);
-// The choice `text` for `backend` on `devices` devices: thread is an error with any
-// backend but cpu (cuda has copy streams of its own; mpi and block run evicts and loads
-// on the worker); thread without --memory-cap (`capped` false) warns that there is
-// nothing to copy, and thread on fewer than 2 × devices cores warns that the copy lanes
-// share cores with the workers (runtime::copy_lane_core).
-[[nodiscard]] runtime::CopyLane copy_lane_for(const std::string& text, const std::string& backend, bool capped,
-                                              int devices);
+// graph's evicts and loads (runtime::CopyLane, parsed by runtime::parse_copy_lane); compare
+// simulates the same choice (host_copy_lane on calibrated, single-lane machines).
+// `extra`: what the command adds (compare: how the simulation takes it).
+void add_copy_lane_option(CLI::App& cmd, std::string& text, const std::string& extra = "");
+// Checks `lane` for `backend` on `devices` devices: thread is an error with any backend
+// but cpu (cuda has copy streams of its own; mpi and block run evicts and loads on the
+// worker); thread warns without --memory-cap (`capped` false: nothing to copy), with
+// --offload-order fixed (transfers are synchronous there: the copy lane only adds a
+// hand-off per transfer), and on fewer than 2 x devices cores (copy_lane_cores_shared).
+void check_copy_lane(runtime::CopyLane lane, const std::string& backend, bool capped, OffloadOrder order,
+                     int devices);
+// True when `lane` is thread and this machine has fewer than 2 x `devices` cores: the
+// executor leaves the copy lanes unpinned, time-sharing the workers' cores
+// (runtime::copy_lane_core).
+[[nodiscard]] bool copy_lane_cores_shared(runtime::CopyLane lane, int devices);
+// copy_lane in run's and compare's JSON: "worker" or "thread" with --backend cpu; null
+// with the other backends, which have no per-device worker to choose for.
+[[nodiscard]] nlohmann::json copy_lane_json(const std::string& backend, runtime::CopyLane lane);
 
 struct MemoryCapped {
   TaskGraph graph;  // with evicts and loads

@@ -1,6 +1,7 @@
 // The cache model (SimOptions::task_seconds_cold, sim/run.h): per device an LRU set of
 // the buffers it used last, and the extra time a compute task takes for its bytes not
-// in it.
+// in it. Evicts and loads on a host_copy_lane copy lane run on another core: they leave
+// the worker's LRU alone, and a load's destination leaves it.
 
 #include <algorithm>
 
@@ -101,6 +102,13 @@ SimTime Run::cache_start(std::int32_t i) {
   }
   if (in.lane == kComm) {  // a move: its destination, on the receiving device
     cache_use(in.writes);
+  } else if (in.lane == kCopy && in.slot_lane != kCompute) {
+    // An evict or load beside the worker (host_copy_lane: the executor's copy lane, on
+    // another thread and core): the worker touched none of its buffers, so its LRU stays
+    // as it was, and a load's destination, written by the other core, is not in the
+    // worker's cache: the compute that reads it is charged its cold extra.
+    if (tg_.tasks[ui].kind == TaskKind::load && in.writes >= 0 && in_cache_[static_cast<std::size_t>(in.writes)])
+      lru_unlink(in.writes, static_cast<std::size_t>(bufs_[static_cast<std::size_t>(in.writes)].dev));
   } else {
     for (std::uint16_t k = 0; k < in.reads; ++k) cache_use(reads[k]);
     cache_use(in.writes);

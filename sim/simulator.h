@@ -38,8 +38,11 @@
 //                cache_capacity_bytes keeps the buffers it used last, least recently
 //                used out first, as a CPU worker's per-core cache does: a compute task
 //                uses what it reads and writes, a touch its source and destination, a
-//                move into the device its destination. A buffer larger than the cache
-//                flushes it and stays out. The run starts as the CPU executor starts
+//                move into the device its destination, an evict or load on the worker's
+//                lane its source and destination; one on a host_copy_lane copy lane
+//                (another thread and core) none, and its load's destination leaves the
+//                worker's cache, so the compute that reads it finds it cold. A buffer
+//                larger than the cache flushes it and stays out. The run starts as the CPU executor starts
 //                one: every buffer of the device first touched in id order, then the
 //                input blocks written.
 //   memory       a buffer is live from the start of the first task that writes it to the
@@ -50,7 +53,10 @@
 //   offload      evict and load tasks (core/memory_plan.h) take the copy lane for their
 //                bytes over the device's host link (sim/offload.h); on a single-lane
 //                device they run on the worker's lane, or with host_copy_lane on a
-//                copy lane of their own.
+//                copy lane of their own, as if on a core of its own (a copy thread that
+//                time-shares the worker's core is not modelled) and without taking
+//                memory bandwidth from the worker (no contention is modelled between
+//                them; interference covers the comm lane only).
 //
 // Policies:
 //   async  work-conserving: a task starts as soon as its dependencies are done and its

@@ -5,8 +5,9 @@
 #                                           (bounded time) naming the rank (and the task); a
 #                                           segment left in /dev/shm by a rank 0 killed during
 #                                           setup is removed by the next job
-#   mpi_test.sh TESSEL bad                  more ranks than devices, ranks given different inputs:
-#                                           one clear error, non-zero exit, no partial file
+#   mpi_test.sh TESSEL bad                  more ranks than devices, ranks given different inputs,
+#                                           --memory-cap on several ranks: one clear error,
+#                                           non-zero exit, no partial file
 #   mpi_test.sh TESSEL trace                one trace from rank 0 with every device's spans
 #   mpi_test.sh TESSEL sweep                a sweep over 2 ranks: the rows of one process, resumable
 #   mpi_test.sh TESSEL compare              calibrate and compare --backend mpi
@@ -126,6 +127,17 @@ assert np.allclose(c, a @ b, atol=1e-4), 'wrong result'"; then
       bad "4 ranks for 2 devices: left a trace file"
     else
       echo "ok: 4 ranks for 2 devices refused"
+    fi
+    # A memory-capped graph cannot run split over processes: refused before planning, by
+    # rank 0 alone, without MPI_Abort.
+    mpi 2 run -w chain:size=64 -d 2 --backend mpi --memory-cap 50% --trace "$tmp/t.json"
+    if [ $rc -ne 1 ] || [ "$(grep -c 'tessel: error: --memory-cap with --backend mpi' "$tmp/out")" -ne 1 ] ||
+      grep -q 'MPI_ABORT' "$tmp/out"; then
+      bad "--memory-cap on 2 ranks: exit $rc (want 1, one message, no MPI_ABORT)"; cat "$tmp/out"
+    elif [ -e "$tmp/t.json" ]; then
+      bad "--memory-cap on 2 ranks: left a trace file"
+    else
+      echo "ok: --memory-cap on 2 ranks refused"
     fi
     timeout 120 "$mpirun" "${flags[@]}" -np 1 "$tessel" run -w chain:size=64 -d 2 --backend mpi --seed 1 : \
       -np 1 "$tessel" run -w chain:size=64 -d 2 --backend mpi --seed 2 >"$tmp/out" 2>&1

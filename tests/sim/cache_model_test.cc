@@ -15,6 +15,7 @@
 namespace tessel::sim {
 namespace {
 
+using testing::add_link;
 using testing::bare_machine;
 using testing::error_of;
 using testing::ps;
@@ -170,6 +171,58 @@ TEST(CacheModel, BadColdTimesAreErrors) {
   o.task_seconds_cold[2] = std::nan("");
   EXPECT_NE(error_of([&] { (void)simulate(k.b.graph(), cpu_like(1000), o); }).find("task_seconds_cold[2] is not a finite number"),
             std::string::npos);
+}
+
+// A load writes its destination on the executor's copy lane (host_copy_lane: another
+// thread and core), not on the worker: the compute that reads the loaded buffer finds it
+// missing from the worker's cache and is charged that buffer's share of its cold extra.
+// On the worker's lane the load itself brought it in: the hot time.
+//   buffers  0 A (input)   1 H (host input)   2 D = load(H)   3 E = c(D)
+// A cache of 2000 bytes holds all four (400 bytes each) from the run's start; the load
+// (400 B at 1 GB/s) ends at 0.4 us and c (hot 10 us, cold 30 us) follows.
+TEST(CacheModel, ABufferLoadedOnTheCopyLaneIsColdForTheWorker) {
+  TgBuilder b(1);
+  b.input(0, 400);
+  const BufferId host = b.input(0, 400);
+  const TaskId host_writer = b.last();
+  const BufferId dst = b.buffer(0, 400);
+  TaskGraph tg = b.graph();
+  tg.buffers[host.index()].host = true;
+  Task load;
+  load.kind = TaskKind::load;
+  load.device = load.dst_device = DeviceId(0);
+  load.reads = {host};
+  load.writes = dst;
+  load.bytes = 400;
+  load.deps = {host_writer};
+  tg.tasks.push_back(load);
+  Task c;
+  c.kind = TaskKind::compute;
+  c.device = c.dst_device = DeviceId(0);
+  c.reads = {dst};
+  tg.buffers.push_back(tg.buffers[dst.index()]);
+  c.writes = BufferId(static_cast<std::int32_t>(tg.buffers.size() - 1));
+  c.deps = {TaskId(2)};
+  tg.tasks.push_back(c);
+  SimOptions o;
+  o.task_seconds.assign(tg.size(), -1.0);
+  o.task_seconds_cold.assign(tg.size(), -1.0);
+  o.task_seconds[3] = 10e-6;
+  o.task_seconds_cold[3] = 30e-6;
+  auto compute_ps = [&](bool host_copy_lane) {
+    Machine m = cpu_like(2000);
+    m.devices[0].host_in = {add_link(m, "h2d", 1e9, 0)};
+    m.devices[0].host_out = {add_link(m, "d2h", 1e9, 0)};
+    m.device_types[0].host_copy_lane = host_copy_lane;
+    const SimResult r = simulate(tg, m, o);
+    const Span& s = r.timeline.spans[3];
+    EXPECT_EQ(s.task, TaskId(3));
+    EXPECT_EQ(ps(s.start_s), 400'000);  // after the load
+    return ps(s.end_s - s.start_s);
+  };
+  EXPECT_EQ(compute_ps(false), 10'000'000);  // the worker loaded D: cached, hot
+  EXPECT_EQ(compute_ps(true), 20'000'000);   // D missing (half the bytes): 10 + (30 - 10) / 2
+  EXPECT_EQ(compute_ps(true), compute_ps(true));  // deterministic
 }
 
 }  // namespace

@@ -633,6 +633,18 @@ def cli_cases(rng):
     cases.append(Case("cli/offload-order-fixed-without-memory-cap-compare",
                       ["compare", "-w", "chain:size=8", "-d", "1", "--repeat", "1", "--policy", "async",
                        "--offload-order", "fixed", "--trace-dir", "traces"], {}, "error", outputs=("traces",)))
+    # --copy-lane: worker or thread; thread on the cpu backend only (block runs evicts and
+    # loads on its one thread, cuda on copy streams of its own). None leaves a file behind.
+    cases.append(Case("cli/copy-lane-bad-value-run",
+                      ["run", "-w", "chain:size=8", "-d", "1", "--memory-cap", "50%", "--copy-lane", "copy",
+                       "--trace", "t.json"], {}, "error", outputs=("t.json",)))
+    cases.append(Case("cli/copy-lane-thread-block-run",
+                      ["run", "-w", "chain:size=8", "-d", "1", "--backend", "block", "--memory-cap", "50%",
+                       "--copy-lane", "thread", "--trace", "t.json"], {}, "error", outputs=("t.json",)))
+    cases.append(Case("cli/copy-lane-thread-cuda-compare",
+                      ["compare", "-w", "chain:size=8", "-d", "1", "--repeat", "1", "--policy", "async", "--backend",
+                       "cuda", "--memory-cap", "50%", "--copy-lane", "thread", "--trace-dir", "traces"], {}, "error",
+                      outputs=("traces",)))
     cases.append(Case("cli/collective-d-9-on-8", ["simulate", "--collective", "allreduce", "--bytes", "1MiB", "-d", "9",
                                                   "-m", "h100-sxm-8"], {}, "error"))
     presets = ["cpu:0", "cpu:-1", "cpu:99999999", "cpu:2147483648", "cpu:abc", "cpu:", "cpu:1.5", "h100", "H100-SXM-8",
@@ -672,6 +684,8 @@ def cli_cases(rng):
         "dtype": (["plan", "-w", "chain:size=8", "-d", "2", "-m", "cpu:2", "--dtype"], ["f8", "", "int8", "F32"]),
         "offload-order": (["simulate", "-w", "chain:size=8", "-d", "2", "-m", "cpu:2", "--memory-cap", "50%",
                            "--offload-order"], ["nosuch", "", "FIXED", "free,fixed"]),
+        "copy-lane": (["compare", "-w", "chain:size=8", "-d", "1", "--repeat", "1", "--memory-cap", "50%",
+                       "--copy-lane"], ["nosuch", "", "THREAD", "worker,thread"]),
         "run-backend": (["run", "-w", "chain:size=8", "-d", "2", "--backend"], ["gpu", "", "nosuch"]),
         "run-policy": (["run", "-w", "chain:size=8", "-d", "2", "--backend", "block", "--policy"], ["nosuch", ""]),
         "compare-policy": (["compare", "-w", "chain:size=8", "-d", "1", "--repeat", "1", "--policy"], ["nosuch", "", ","]),
