@@ -292,8 +292,7 @@ void add_run(CLI::App& app) {
     double lower_s = seconds_since(t0);
     std::optional<MemoryCapped> capped;
     if (!o->memory_cap.empty()) {
-      if (o->policy != "async")
-        fail("--memory-cap needs --policy async: evicts and loads are placed where memory frees, not in bsp phases");
+      check_memory_cap_policy(o->policy);
       if (tg.has_collectives()) fail("--memory-cap: not with --collectives nodes yet (use --collectives moves)");
       capped = cap_memory(tg, o->memory_cap, nullptr);
       apply_offload_order(*capped, offload_order);

@@ -54,9 +54,16 @@ nlohmann::json outcome_to_json(std::size_t index, const experiments::SweepOutcom
           {"comm_utilization", o.comm_utilization},
           {"tasks", o.tasks},
           {"events", o.events},
+          {"evicts", o.evicts},
+          {"loads", o.loads},
+          {"bytes_evicted", o.bytes_evicted},
+          {"bytes_loaded", o.bytes_loaded},
+          {"prefetch", o.prefetch},
           {"plan_wall_s", o.plan_wall_s},
           {"lower_wall_s", o.lower_wall_s},
+          {"memory_plan_wall_s", o.memory_plan_wall_s},
           {"sim_wall_s", o.sim_wall_s},
+          {"fused_kernels", o.fused_kernels},
           {"error", o.error}};
 }
 
@@ -69,9 +76,16 @@ experiments::SweepOutcome outcome_from_json(const nlohmann::json& j) {
   o.comm_utilization = j.at("comm_utilization").get<double>();
   o.tasks = j.at("tasks").get<std::int64_t>();
   o.events = j.at("events").get<std::int64_t>();
+  o.evicts = j.at("evicts").get<std::int64_t>();
+  o.loads = j.at("loads").get<std::int64_t>();
+  o.bytes_evicted = j.at("bytes_evicted").get<std::int64_t>();
+  o.bytes_loaded = j.at("bytes_loaded").get<std::int64_t>();
+  o.prefetch = j.at("prefetch").get<std::string>();
   o.plan_wall_s = j.at("plan_wall_s").get<double>();
   o.lower_wall_s = j.at("lower_wall_s").get<double>();
+  o.memory_plan_wall_s = j.at("memory_plan_wall_s").get<double>();
   o.sim_wall_s = j.at("sim_wall_s").get<double>();
+  o.fused_kernels = j.at("fused_kernels").get<int>();
   o.error = j.at("error").get<std::string>();
   return o;
 }

@@ -175,9 +175,7 @@ void run_simulate(const Opts& o) {
   check_offload_order(offload_order, o.memory_cap);
   // The fused tasks' times and flags (sim/fuse.h) are indexed by the task ids of the fused
   // graph; the memory planner inserts evicts and loads and renumbers them.
-  if (!o.memory_cap.empty() && o.overlap.fuse_collectives)
-    fail("--memory-cap and --fuse-collectives cannot be combined: the memory planner inserts evict and load tasks, "
-         "and the fused kernels' per-task times are not carried through it; give one of the two");
+  if (!o.memory_cap.empty()) check_memory_cap_fusion(o.overlap.fuse_collectives);
   so.symmetry = !o.no_symmetry;
   if (collective) {
     coll = sim::parse_collective(o.collective, "--collective");
@@ -244,32 +242,22 @@ void run_simulate(const Opts& o) {
     trace_devices = parse_device_list(o.trace_devices, m.num_devices(), "--trace-devices");
   }
 
-  // --memory-cap: the uncapped run first (for the slowdown), then the capped graph; with
-  // --offload-order fixed, the plan kept by its free-order makespan (the rule that
-  // `reproduce offload` keeps too), then run in fixed order.
+  // --memory-cap: the uncapped run first (for the slowdown), then the capped graph
+  // (simulate_capped: the plan kept by its free-order makespan, run in the order asked).
   std::optional<MemoryCapped> capped;
   std::optional<sim::SimResult> uncapped;
   std::optional<sim::SimResult> capped_result;
   std::optional<double> free_order_makespan_s;  // with fixed: the same plan in free order
   if (!o.memory_cap.empty()) {
     if (collective) fail("--memory-cap applies to task graphs (-w, -g, --task-graph), not to --collective");
-    if (so.policy == sim::Policy::bsp)
-      fail("--memory-cap needs --policy async: evicts and loads are placed where memory frees, not in bsp phases");
+    check_memory_cap_policy(o.policy);
     uncapped = sim::simulate(tg, m, so);
-    std::optional<sim::SimResult> fastest;  // the fastest capped run so far, not simulated again
-    capped = cap_memory(tg, o.memory_cap, &m, o.prefetch.empty() ? "fastest" : o.prefetch, [&](const TaskGraph& planned) {
-      sim::SimResult run = sim::simulate(planned, m, so);
-      const double s = run.makespan_s;
-      if (!fastest || s < fastest->makespan_s) fastest = std::move(run);
-      return s;
-    });
-    if (offload_order == OffloadOrder::fixed) {
-      free_order_makespan_s = fastest ? fastest->makespan_s : sim::simulate(capped->graph, m, so).makespan_s;
-      fastest.reset();  // the fixed-order graph is simulated below
-    }
-    apply_offload_order(*capped, offload_order);
+    CappedSimulation run = simulate_capped(tg, o.memory_cap, m, so, o.prefetch.empty() ? "fastest" : o.prefetch,
+                                           offload_order);
+    free_order_makespan_s = run.free_order_makespan_s;
+    capped = std::move(run.capped);
     tg = std::move(capped->graph);
-    if (fastest) capped_result = std::move(fastest);
+    capped_result = std::move(run.result);
   }
   sim::SimResult r = capped_result ? std::move(*capped_result) : sim::simulate(tg, m, so);
   // Files only once the command has succeeded: a failing command leaves none behind.

@@ -196,9 +196,7 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
   for (const Decomposition& d : decompositions) graphs.push_back(lower(g, d));
   std::vector<json> cap_stats(graphs.size());
   if (!o.memory_cap.empty()) {
-    for (runtime::Policy p : policies)
-      if (p != runtime::Policy::async)
-        fail("--memory-cap needs --policy async: evicts and loads are placed where memory frees, not in bsp phases");
+    for (runtime::Policy p : policies) cli::check_memory_cap_policy(runtime::to_string(p));
     for (std::size_t si = 0; si < graphs.size(); ++si) {
       cli::MemoryCapped c = cli::cap_memory(graphs[si], o.memory_cap, o.machine ? &*o.machine : nullptr);
       cli::apply_offload_order(c, o.offload_order);

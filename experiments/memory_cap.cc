@@ -52,6 +52,17 @@ void check_offload_order(OffloadOrder order, const std::string& memory_cap) {
     fail("--offload-order fixed needs --memory-cap: without a cap there are no evicts or loads to put in a fixed order");
 }
 
+void check_memory_cap_policy(std::string_view policy, std::string_view what, std::string_view policy_option) {
+  if (policy != "async")
+    fail(what, " needs ", policy_option, " async: evicts and loads are placed where memory frees, not in bsp phases");
+}
+
+void check_memory_cap_fusion(bool fuse_collectives, std::string_view what) {
+  if (fuse_collectives)
+    fail(what, " and --fuse-collectives cannot be combined: the memory planner inserts evict and load tasks, "
+         "and the fused kernels' per-task times are not carried through it; give one of the two");
+}
+
 void apply_offload_order(MemoryCapped& c, OffloadOrder order) {
   c.offload_order = order;
   if (order == OffloadOrder::fixed) c.graph = fixed_order(c.graph);
@@ -173,6 +184,32 @@ MemoryCapped cap_memory(const TaskGraph& tg, const std::string& text, const Mach
   for (const auto& [r, why] : out.skipped)
     std::fprintf(stderr, "tessel: warning: --prefetch fastest: rule %s skipped, its plan failed: %s\n",
                  std::string(to_string(r)).c_str(), why.c_str());
+  return out;
+}
+
+CappedSimulation simulate_capped(const TaskGraph& tg, const std::string& cap, const Machine& m,
+                                 const sim::SimOptions& so, const std::string& prefetch, OffloadOrder order) {
+  CappedSimulation out;
+  auto simulate = [&](const TaskGraph& g) {
+    sim::SimResult r = sim::simulate(g, m, so);
+    out.sim_wall_s += r.sim_wall_s;
+    return r;
+  };
+  // With fixed, the plan is kept by its free-order makespan (the rule that `reproduce
+  // offload` keeps too), then run in fixed order.
+  std::optional<sim::SimResult> fastest;  // the fastest free-order run so far
+  out.capped = cap_memory(tg, cap, &m, prefetch, [&](const TaskGraph& planned) {
+    sim::SimResult run = simulate(planned);
+    const double s = run.makespan_s;
+    if (!fastest || s < fastest->makespan_s) fastest = std::move(run);
+    return s;
+  });
+  if (order == OffloadOrder::fixed) {
+    out.free_order_makespan_s = fastest ? fastest->makespan_s : simulate(out.capped.graph).makespan_s;
+    fastest.reset();  // the fixed-order graph is simulated below
+  }
+  apply_offload_order(out.capped, order);
+  out.result = fastest ? std::move(*fastest) : simulate(out.capped.graph);
   return out;
 }
 

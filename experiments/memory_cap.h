@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -19,6 +20,7 @@
 #include "core/task_graph.h"
 #include "experiments/offload_order.h"
 #include "runtime/cpu_executor.h"
+#include "sim/simulator.h"
 
 namespace tessel::cli {
 
@@ -72,6 +74,15 @@ struct MemoryCapped {
 // figures (stats, prefetch, tried) stay those of the plan, which both orders share.
 void apply_offload_order(MemoryCapped& c, OffloadOrder order);
 
+// The limits of a memory cap that simulate, run, compare and sweep share, each an Error
+// naming `what` (the cap as its command takes it: "--memory-cap", or sweep's "memory cap
+// 0.5"): the policy must be async (`policy_option` names where it was set), since evicts
+// and loads are placed where memory frees, not in bsp phases; and no --fuse-collectives,
+// whose per-task times the memory planner's renumbered graph does not carry.
+void check_memory_cap_policy(std::string_view policy, std::string_view what = "--memory-cap",
+                             std::string_view policy_option = "--policy");
+void check_memory_cap_fusion(bool fuse_collectives, std::string_view what = "--memory-cap");
+
 // An Error naming --prefetch and the accepted values unless `prefetch` is one-range,
 // packed, dry-run or fastest.
 void check_prefetch(const std::string& prefetch);
@@ -87,6 +98,21 @@ void check_prefetch(const std::string& prefetch);
 [[nodiscard]] MemoryCapped cap_memory(const TaskGraph& tg, const std::string& text, const Machine* machine,
                                       const std::string& prefetch = "one-range",
                                       const std::function<double(const TaskGraph&)>& makespan_of = {});
+
+// simulate's --memory-cap, shared with sweep's capped points: `tg` planned under `cap` by
+// cap_memory() on machine `m` with the rule `prefetch` (with "fastest", each rule's graph
+// simulated in free order with `so` and the fastest kept), put in `order`
+// (apply_offload_order) and simulated. A run already simulated while choosing the rule is
+// not simulated again.
+struct CappedSimulation {
+  MemoryCapped capped;  // the plan kept; `capped.graph` is the graph `result` ran
+  sim::SimResult result;
+  std::optional<double> free_order_makespan_s;  // with fixed: the same plan in free order
+  double sim_wall_s = 0;                        // every simulation run here, each rule's included
+};
+[[nodiscard]] CappedSimulation simulate_capped(const TaskGraph& tg, const std::string& cap, const Machine& m,
+                                               const sim::SimOptions& so, const std::string& prefetch,
+                                               OffloadOrder order);
 
 // memory_cap_bytes, uncapped_peak_bytes, planned_peak_bytes (per device; uncapped: tasks
 // one at a time in the planner's order), evicts, loads, drops, host_inputs, bytes_evicted, bytes_loaded,

@@ -15,13 +15,10 @@
 
 #include "core/error.h"
 #include "core/machine.h"
-#include "core/stats.h"
-#include "core/task_graph.h"
+#include "core/memory_plan.h"
 #include "core/workloads.h"
-#include "experiments/overlap_cli.h"
 #include "planner/placement.h"
 #include "planner/strategy.h"
-#include "runtime/cpu_executor.h"
 #include "sim/network.h"
 #include "sim/simulator.h"
 
@@ -44,6 +41,25 @@ std::vector<std::string> string_list(const json& j, const std::string& key, cons
   std::vector<std::string> out;
   for (const auto& v : j) {
     if (!v.is_string()) fail(what, ": \"", key, "\" must be a list of strings, got ", v.dump());
+    out.push_back(v.get<std::string>());
+  }
+  return out;
+}
+
+// "memory_caps": strings as --memory-cap takes them, or null (uncapped, kept as "").
+std::vector<std::string> memory_cap_list(const json& j, const std::string& what) {
+  if (!j.is_array() || j.empty())
+    fail(what, ": \"memory_caps\" must be a non-empty list of caps (\"0.5\", \"50%\", \"512MiB\") or null");
+  std::vector<std::string> out;
+  for (const auto& v : j) {
+    if (v.is_null()) {
+      out.emplace_back();
+      continue;
+    }
+    if (!v.is_string())
+      fail(what, ": \"memory_caps\": ", v.dump(), " is not a cap: give a string as --memory-cap takes it (\"0.5\", "
+           "\"50%\", \"512MiB\") or null for uncapped");
+    (void)parse_memory_cap(v.get<std::string>(), what + ": \"memory_caps\"");
     out.push_back(v.get<std::string>());
   }
   return out;
@@ -82,18 +98,19 @@ std::string human_duration(double s) {
 }  // namespace
 
 const std::vector<std::string>& sweep_keys() {
-  static const std::vector<std::string> keys{"workload",      "devices",       "strategy", "placement",
-                                             "machine",       "network",       "policy",   "backend",
-                                             "weights",       "ready_order",   "comm_priority", "comm_sms",
-                                             "comm_mechanism", "fuse_collectives"};
+  static const std::vector<std::string> keys{"workload",      "devices",       "strategy",     "placement",
+                                             "machine",       "network",       "policy",       "backend",
+                                             "weights",       "memory_cap",    "offload_order", "ready_order",
+                                             "comm_priority", "comm_sms",      "comm_mechanism", "fuse_collectives"};
   return keys;
 }
 
 const std::vector<std::string>& sweep_columns() {
   static const std::vector<std::string> cols = [] {
     std::vector<std::string> c = sweep_keys();
-    for (const char* f : {"makespan_s", "bytes_moved", "peak_memory_bytes", "compute_utilization", "comm_utilization", "tasks", "events",
-                          "plan_wall_s", "lower_wall_s", "sim_wall_s", "fused_kernels", "error"})
+    for (const char* f : {"makespan_s", "bytes_moved", "peak_memory_bytes", "compute_utilization", "comm_utilization",
+                          "tasks", "events", "evicts", "loads", "bytes_evicted", "bytes_loaded", "prefetch",
+                          "plan_wall_s", "lower_wall_s", "memory_plan_wall_s", "sim_wall_s", "fused_kernels", "error"})
       c.emplace_back(f);
     return c;
   }();
@@ -113,6 +130,8 @@ std::vector<std::string> SweepPoint::key() const {
           policy,
           backend,
           weights,
+          memory_cap,
+          offload_order,
           std::string(sim::to_string(ready_order)),
           s.set_priority ? std::string(to_string(s.comm_priority)) : "machine",
           s.set_sms ? std::to_string(s.comm_sms) : "machine",
@@ -122,8 +141,9 @@ std::vector<std::string> SweepPoint::key() const {
 
 SweepSpec parse_sweep_spec(const json& j, const std::string& what) {
   if (!j.is_object()) fail(what, ": a sweep spec must be a JSON object of lists");
-  static const std::vector<std::string> spec_keys{"workloads", "devices",  "strategies", "placements", "machines",
-                                                  "networks",  "policies", "backends",   "weights"};
+  static const std::vector<std::string> spec_keys{"workloads", "devices",  "strategies", "placements",  "machines",
+                                                  "networks",  "policies", "backends",   "weights",     "memory_caps",
+                                                  "offload_orders"};
   for (const auto& [k, v] : j.items())
     if (std::find(spec_keys.begin(), spec_keys.end(), k) == spec_keys.end())
       fail(what, ": unknown key \"", k, "\" (valid: ", join(spec_keys), ")");
@@ -171,6 +191,13 @@ SweepSpec parse_sweep_spec(const json& j, const std::string& what) {
   check_member(s.backends, {"sim", "cpu"}, "backends", "backend", what);
   if (j.contains("weights")) s.weights = string_list(j["weights"], "weights", what);
   check_member(s.weights, {"resident", "fetched"}, "weights", "weights setting", what);
+  if (j.contains("memory_caps")) s.memory_caps = memory_cap_list(j["memory_caps"], what);
+  if (j.contains("offload_orders")) s.offload_orders = string_list(j["offload_orders"], "offload_orders", what);
+  check_member(s.offload_orders, {"free", "fixed"}, "offload_orders", "offload order", what);
+  const bool any_cap = std::any_of(s.memory_caps.begin(), s.memory_caps.end(), [](const auto& c) { return !c.empty(); });
+  if (!any_cap && std::find(s.offload_orders.begin(), s.offload_orders.end(), "fixed") != s.offload_orders.end())
+    fail(what, ": \"offload_orders\": \"fixed\" needs a memory cap, but every entry of \"memory_caps\" is null "
+         "(uncapped): there are no evicts or loads to put in a fixed order");
   return s;
 }
 
@@ -185,100 +212,12 @@ std::vector<SweepPoint> sweep_points(const SweepSpec& s) {
               for (const auto& po : s.policies)
                 for (const auto& b : s.backends)
                   for (const auto& wt : s.weights)
-                    out.push_back({w, d, st, pl, m, n, po, b, wt, s.interference, s.ready_order, s.fuse_collectives});
-  return out;
-}
-
-SweepOutcome run_sweep_point(const SweepPoint& p) {
-  SweepOutcome o;
-  try {
-    const Graph g = build_workload(p.workload);
-    Machine m = load_machine(p.machine);
-    p.interference.apply(m);
-    planner::PlanOptions po;
-    po.devices = p.devices;
-    po.placement = p.placement;
-    po.machine = m;
-    po.weights = planner::parse_weights(p.weights);
-    auto t0 = Clock::now();
-    const planner::Plan plan = planner::plan(g, p.strategy, po);
-    o.plan_wall_s = seconds_since(t0);
-    t0 = Clock::now();
-    TaskGraph tg = lower(g, plan.decomposition);
-    o.lower_wall_s = seconds_since(t0);
-    o.tasks = tg.size();
-    if (p.backend == "cpu") {
-      runtime::CpuExecutor exec({runtime::parse_policy(p.policy), true});
-      const runtime::TensorMap inputs = runtime::random_inputs(g, 1);
-      (void)exec.run(g, tg, inputs);  // warm-up
-      std::vector<double> spans;
-      std::vector<runtime::RunResult> runs;
-      t0 = Clock::now();
-      for (int r = 0; r < 3; ++r) {
-        runs.push_back(exec.run(g, tg, inputs));
-        spans.push_back(runs.back().timeline.makespan_s());
-      }
-      o.sim_wall_s = seconds_since(t0);
-      const runtime::RunResult& mid = runs[stats::median_index(spans)];
-      o.makespan_s = stats::median(spans);
-      std::vector<double> busy(static_cast<std::size_t>(tg.num_devices), 0.0);
-      for (const Span& s : mid.timeline.spans)
-        if (tg.task(s.task).kind == TaskKind::compute) busy[static_cast<std::size_t>(s.device.value)] += s.end_s - s.start_s;
-      double sum = 0;
-      for (double b : busy) sum += b;
-      const double span = mid.timeline.makespan_s();
-      o.compute_utilization = span > 0 && !busy.empty() ? sum / static_cast<double>(busy.size()) / span : 0.0;
-      double comm = 0;
-      for (const Span& s : mid.timeline.spans)
-        if (tg.task(s.task).kind == TaskKind::move) comm += s.end_s - s.start_s;
-      o.comm_utilization = span > 0 && !busy.empty() ? comm / static_cast<double>(busy.size()) / span : 0.0;
-      o.bytes_moved = tg.summary().bytes_moved;
-      o.peak_memory_bytes = 0;  // not measured by the CPU backend
-      return o;
-    }
-    if (tg.num_devices > m.num_devices())
-      fail("the decomposition uses ", tg.num_devices, " devices but machine '", p.machine, "' has ", m.num_devices());
-    sim::SimOptions so;
-    so.network = p.network;
-    so.policy = sim::parse_policy(p.policy);
-    so.priority = p.ready_order;
-    // Nothing to fuse: a warning naming the point, and the point runs unfused.
-    o.fused_kernels = cli::apply_fusion(p.fuse_collectives, tg, m, so,
-                                        p.workload + " (-d " + std::to_string(p.devices) + ", " + p.strategy + ", " +
-                                            p.machine + ")");
-    const sim::SimResult r = sim::simulate(tg, m, so);
-    o.makespan_s = r.makespan_s;
-    o.bytes_moved = r.bytes_moved;
-    o.peak_memory_bytes = r.peak_memory_bytes;
-    o.events = r.events;
-    o.sim_wall_s = r.sim_wall_s;
-    double busy = 0, comm = 0;
-    for (const auto& d : r.devices) {
-      busy += d.compute_busy_s;
-      comm += d.comm_busy_s;
-    }
-    const double device_s = r.makespan_s * static_cast<double>(r.devices.size());
-    o.compute_utilization = device_s > 0 ? busy / device_s : 0.0;
-    o.comm_utilization = device_s > 0 ? comm / device_s : 0.0;
-  } catch (const std::exception& e) {
-    o = SweepOutcome{};
-    o.error = e.what();
-  }
-  return o;
-}
-
-std::vector<SweepOutcome> run_points(const std::vector<SweepPoint>& points, int jobs) {
-  std::vector<SweepOutcome> out(points.size());
-  std::vector<std::size_t> sim, cpu;
-  for (std::size_t i = 0; i < points.size(); ++i) (points[i].backend == "cpu" ? cpu : sim).push_back(i);
-  std::atomic<std::size_t> next{0};
-  auto work = [&] {
-    for (std::size_t k; (k = next.fetch_add(1)) < sim.size();) out[sim[k]] = run_sweep_point(points[sim[k]]);
-  };
-  std::vector<std::thread> threads;
-  for (int t = 0; t < std::max(1, std::min<int>(jobs, static_cast<int>(sim.size()))); ++t) threads.emplace_back(work);
-  for (auto& t : threads) t.join();
-  for (std::size_t i : cpu) out[i] = run_sweep_point(points[i]);
+                    for (const auto& cap : s.memory_caps)
+                      for (const auto& order : s.offload_orders) {
+                        if (cap.empty() && order == "fixed") continue;  // an uncapped point runs as planned
+                        out.push_back({w, d, st, pl, m, n, po, b, wt, cap, order, s.interference, s.ready_order,
+                                       s.fuse_collectives});
+                      }
   return out;
 }
 
@@ -291,8 +230,10 @@ std::vector<std::string> csv_row(const SweepPoint& p, const SweepOutcome& o) {
   }
   for (const std::string& v :
        {number(o.makespan_s), std::to_string(o.bytes_moved), std::to_string(o.peak_memory_bytes),
-        number(o.compute_utilization), number(o.comm_utilization), std::to_string(o.tasks), std::to_string(o.events), number(o.plan_wall_s),
-        number(o.lower_wall_s), number(o.sim_wall_s), std::to_string(o.fused_kernels), std::string()})
+        number(o.compute_utilization), number(o.comm_utilization), std::to_string(o.tasks), std::to_string(o.events),
+        std::to_string(o.evicts), std::to_string(o.loads), std::to_string(o.bytes_evicted), std::to_string(o.bytes_loaded),
+        o.prefetch, number(o.plan_wall_s), number(o.lower_wall_s), number(o.memory_plan_wall_s), number(o.sim_wall_s),
+        std::to_string(o.fused_kernels), std::string()})
     row.push_back(v);
   return row;
 }
@@ -427,9 +368,10 @@ SweepSummary run_sweep(const SweepSpec& spec, const std::string& path, const Swe
                    summary.failed);
       if (summary.done == todo) std::fprintf(options.log, "\n");
     } else {
-      std::fprintf(options.log, "sweep: %zu/%zu %s %s d=%d %s %s %s %s %s: %s (%.2f points/s, ETA %s)\n", summary.done,
+      const std::string cap = p.memory_cap.empty() ? "" : " cap " + p.memory_cap + " " + p.offload_order;
+      std::fprintf(options.log, "sweep: %zu/%zu %s %s d=%d %s %s %s %s %s%s: %s (%.2f points/s, ETA %s)\n", summary.done,
                    todo, p.backend.c_str(), p.workload.c_str(), p.devices, p.strategy.c_str(), p.placement.c_str(),
-                   p.machine.c_str(), p.network.c_str(), p.policy.c_str(),
+                   p.machine.c_str(), p.network.c_str(), p.policy.c_str(), cap.c_str(),
                    o.error.empty() ? ("makespan " + number(o.makespan_s) + " s").c_str() : ("error: " + o.error).c_str(),
                    rate, human_duration(eta).c_str());
     }

@@ -16,6 +16,16 @@
 //               this machine's cores, median of 3 runs after one warm-up, run one point
 //               at a time whatever --jobs says)
 //   weights     resident | fetched                    (default ["resident"], as --weights)
+//   memory_caps caps as --memory-cap takes them ("0.5", "50%", "512MiB"), or null for
+//               uncapped                              (default [null]). A capped point is
+//               planned as simulate plans it (cli::simulate_capped: each prefetch rule,
+//               the fastest kept); a cpu one as run plans it (cli::cap_memory, one-range,
+//               bounded by this machine's RAM) and runs on the workers (copy lane worker).
+//               A cap the parser refuses is an Error naming the key and the value.
+//   offload_orders free | fixed                       (default ["free"], as --offload-order)
+//               fixed applies to capped points only: an uncapped point runs as planned
+//               (free), so the pair (null, fixed) is not a point, and "fixed" with every
+//               cap null is an Error naming both keys.
 // Points are enumerated in that key order, the last key varying fastest.
 
 #include <atomic>
@@ -40,6 +50,8 @@ struct SweepSpec {
   std::vector<std::string> policies{"async"};
   std::vector<std::string> backends{"sim"};
   std::vector<std::string> weights{"resident"};
+  std::vector<std::string> memory_caps{""};  // as given; "": uncapped (null in the spec)
+  std::vector<std::string> offload_orders{"free"};
   // Not spec keys: set from the command line for every simulated point (--comm-priority,
   // --comm-sms, --comm-mechanism, --ready-order, --fuse-collectives). They are key
   // columns of the CSV, so a file is resumed only with the options that began it.
@@ -54,6 +66,8 @@ struct SweepPoint {
   int devices = 0;
   std::string strategy, placement, machine, network, policy, backend;
   std::string weights = "resident";
+  std::string memory_cap;  // as given; empty: uncapped
+  std::string offload_order = "free";
   // The command line's settings (key columns too).
   InterferenceSettings interference;
   sim::Priority ready_order = sim::Priority::longest_path;
@@ -67,9 +81,10 @@ struct SweepPoint {
 [[nodiscard]] const std::vector<std::string>& sweep_columns();
 
 // Parses and checks a spec: an unknown key, a value of the wrong type, an empty list,
-// an unknown workload, strategy, placement, machine preset, network, policy or backend
-// is an Error naming it (and, for names, listing the valid ones). `what` names the
-// source in messages.
+// an unknown workload, strategy, placement, machine preset, network, policy, backend or
+// offload order, a memory cap parse_memory_cap() refuses, or "fixed" without a cap is an
+// Error naming it (and, for names, listing the valid ones). `what` names the source in
+// messages.
 [[nodiscard]] SweepSpec parse_sweep_spec(const nlohmann::json& j, const std::string& what);
 [[nodiscard]] std::vector<SweepPoint> sweep_points(const SweepSpec& spec);
 
@@ -81,11 +96,19 @@ struct SweepOutcome {
   std::int64_t peak_memory_bytes = 0;
   double compute_utilization = 0;  // mean over devices of compute busy / makespan
   double comm_utilization = 0;     // mean over devices of communication busy / makespan
-  std::int64_t tasks = 0;
+  std::int64_t tasks = 0;           // of the graph that ran (capped: with its evicts and loads)
   std::int64_t events = 0;          // simulator events (0 for cpu rows)
+  // The memory plan of a capped point (0 and "" uncapped), named as memory_cap_json names
+  // them: evicts, loads, the bytes they copy, and the prefetch rule the plan kept.
+  std::int64_t evicts = 0;
+  std::int64_t loads = 0;
+  std::int64_t bytes_evicted = 0;
+  std::int64_t bytes_loaded = 0;
+  std::string prefetch;
   double plan_wall_s = 0;           // planning
   double lower_wall_s = 0;          // lowering to the task graph
-  double sim_wall_s = 0;            // simulating (cpu rows: the timed runs)
+  double memory_plan_wall_s = 0;    // planning under the cap, summed over the prefetch rules
+  double sim_wall_s = 0;            // simulating, every rule's run included (cpu rows: the timed runs)
   int fused_kernels = 0;            // GEMMs fused by --fuse-collectives (0: ran unfused)
   std::string error;
 };

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "tests/support/cli.h"
 #include "tests/support/error_of.h"
+#include "tests/support/sweep.h"
 
 namespace tessel::experiments {
 namespace {
@@ -31,30 +32,9 @@ json small_spec() {
                          "machines": ["h100-sxm-8"], "policies": ["async", "bsp"]})");
 }
 
-std::string read(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// The index of the column named `name` (the keys before the figures may grow).
-std::size_t col(const std::string& name) {
-  const auto& c = sweep_columns();
-  const auto it = std::find(c.begin(), c.end(), name);
-  EXPECT_NE(it, c.end()) << name;
-  return static_cast<std::size_t>(it - c.begin());
-}
-
-// Data rows of a results file (header dropped), each split.
-std::vector<std::vector<std::string>> rows_of(const std::filesystem::path& p) {
-  std::istringstream in(read(p));
-  std::string line;
-  std::getline(in, line);
-  std::vector<std::vector<std::string>> out;
-  while (std::getline(in, line)) out.push_back(parse_csv_line(line, p.string()));
-  return out;
-}
+std::string read(const std::filesystem::path& p) { return testing::read_text(p); }
+std::size_t col(const std::string& name) { return testing::sweep_col(name); }
+std::vector<std::vector<std::string>> rows_of(const std::filesystem::path& p) { return testing::sweep_rows(p); }
 
 TEST(SweepSpec, KeysLeftOutTakeTheCliDefaults) {
   SweepSpec s = parse_sweep_spec(json::parse(R"({"workloads": ["chain"], "machines": ["h100-sxm-8"]})"), "s");
@@ -65,14 +45,16 @@ TEST(SweepSpec, KeysLeftOutTakeTheCliDefaults) {
   EXPECT_EQ(s.policies, std::vector<std::string>{"async"});
   EXPECT_EQ(s.backends, std::vector<std::string>{"sim"});
   EXPECT_EQ(s.weights, std::vector<std::string>{"resident"});
+  EXPECT_EQ(s.memory_caps, std::vector<std::string>{""});  // uncapped
+  EXPECT_EQ(s.offload_orders, std::vector<std::string>{"free"});
 }
 
 TEST(SweepSpec, PointsAreTheCartesianProductLastKeyFastest) {
   auto points = sweep_points(parse_sweep_spec(small_spec(), "s"));
   ASSERT_EQ(points.size(), 2u * 2 * 2 * 2);
   EXPECT_EQ(points[0].key(), (std::vector<std::string>{"chain:size=64", "2", "split-largest", "round-robin",
-                                                        "h100-sxm-8", "flow", "async", "sim", "resident",
-                                                        "longest-path", "machine", "machine", "machine", "0"}));
+                                                        "h100-sxm-8", "flow", "async", "sim", "resident", "",
+                                                        "free", "longest-path", "machine", "machine", "machine", "0"}));
   EXPECT_EQ(points[1].policy, "bsp");
   EXPECT_EQ(points[2].strategy, "data-parallel");
   EXPECT_EQ(points[8].workload, "ffn:tokens=32,dim=16,hidden=32");
@@ -141,23 +123,7 @@ TEST(SweepCsv, FieldsWithCommasAndQuotesRoundTrip) {
   EXPECT_THROW((void)parse_csv_line("\"open,", "x"), Error);
 }
 
-class SweepRun : public ::testing::Test {
- protected:
-  void SetUp() override {
-    csv_ = temp_path("tessel_sweep.csv");
-    std::filesystem::remove(csv_);
-  }
-  void TearDown() override { std::filesystem::remove(csv_); }
-  std::filesystem::path csv_;
-  std::FILE* log_ = std::fopen("/dev/null", "w");
-  ~SweepRun() override { std::fclose(log_); }
-  SweepOptions options(int jobs) {
-    SweepOptions o;
-    o.jobs = jobs;
-    o.log = log_;
-    return o;
-  }
-};
+class SweepRun : public testing::SweepFile {};
 
 TEST_F(SweepRun, EveryPointGivesOneRowWithTheFiguresOfSimulate) {
   SweepSpec spec = parse_sweep_spec(small_spec(), "s");

@@ -177,20 +177,21 @@ PY
     fi
     ;;
   sweep)
-    echo '{"workloads":["chain:size=256","ffn"],"devices":[2,4,8],"strategies":["split-largest","data-parallel"],"machines":["h100-sxm-8"],"policies":["async","bsp"]}' >"$tmp/s.json"
+    # Capped points too (their plan's figures cross between ranks; bsp ones are error rows).
+    echo '{"workloads":["chain:size=256","ffn"],"devices":[2,4,8],"strategies":["split-largest","data-parallel"],"machines":["h100-sxm-8"],"policies":["async","bsp"],"memory_caps":[null,"0.8"]}' >"$tmp/s.json"
     mpi 2 sweep "$tmp/s.json" -o "$tmp/mpi.csv"
     rc1=$rc
     "$tessel" sweep "$tmp/s.json" -o "$tmp/one.csv" >/dev/null 2>&1
     # Every deterministic column (all but the *_wall_s ones and the error) alike.
-    strip() { cut -d, -f1-21 "$1" | sort; }  # the 14 keys, makespan_s .. events
+    strip() { cut -d, -f1-28 "$1" | sort; }  # the 16 keys, makespan_s .. prefetch
     if [ $rc1 -ne 0 ]; then
       bad "sweep on 2 ranks: exit $rc1"; cat "$tmp/out"
-    elif [ "$(wc -l <"$tmp/mpi.csv")" -ne 25 ] || [ "$(strip "$tmp/mpi.csv")" != "$(strip "$tmp/one.csv")" ]; then
+    elif [ "$(wc -l <"$tmp/mpi.csv")" -ne 49 ] || [ "$(strip "$tmp/mpi.csv")" != "$(strip "$tmp/one.csv")" ]; then
       bad "sweep on 2 ranks: rows differ from the sweep in one process"
     else
       echo "ok: sweep on 2 ranks writes the rows of one process"
     fi
-    # Resume: drop the last 10 rows, run again on 2 ranks: every point exactly once.
+    # Resume: drop the last 34 rows, run again on 2 ranks: every point exactly once.
     head -n 15 "$tmp/mpi.csv" >"$tmp/part.csv"
     mpi 2 sweep "$tmp/s.json" -o "$tmp/part.csv"
     if [ $rc -ne 0 ] || ! grep -q "14 were already in" "$tmp/out" || [ "$(strip "$tmp/part.csv")" != "$(strip "$tmp/one.csv")" ]; then
