@@ -127,10 +127,13 @@ void print_report(const sim::SimResult& r, const TaskGraph& tg, const Machine& m
       break;
     }
     std::fprintf(stderr,
-                 "tessel: warning: device %d exceeds its memory capacity (%s) by %s: first at %s, peak %s at %s\n",
+                 "tessel: warning: device %d exceeds its memory capacity (%s) by %s: first at %s, peak %s at %s%s\n",
                  o.device.value, human_bytes(static_cast<double>(o.capacity_bytes)).c_str(),
                  human_bytes(static_cast<double>(o.excess_bytes)).c_str(), human_seconds(o.first_exceeded_s).c_str(),
-                 human_bytes(static_cast<double>(o.peak_bytes)).c_str(), human_seconds(o.peak_time_s).c_str());
+                 human_bytes(static_cast<double>(o.peak_bytes)).c_str(), human_seconds(o.peak_time_s).c_str(),
+                 shown == 1 ? "; --memory-cap BYTES|FRACTION (at most the capacity) plans evicts and loads to host "
+                              "memory so that the run fits"
+                            : "");
   }
 }
 

@@ -45,19 +45,32 @@ ReproduceResult offload_reproduction(const ReproduceOptions& o, const std::strin
 
   ReproduceResult res;
   std::string csv = csv_line({"system", "workload", "devices", "strategy", "machine", "cap_pct", "memory_cap_bytes",
-                              "uncapped_peak_bytes", "prefetch", "makespan_s", "slowdown", "peak_memory_bytes",
-                              "bytes_evicted", "bytes_loaded", "evicts", "loads", "tasks", "error"});
+                              "uncapped_peak_bytes", "prefetch", "makespan_s", "slowdown", "target_max_slowdown",
+                              "meets_target", "peak_memory_bytes", "bytes_evicted", "bytes_loaded", "evicts", "loads",
+                              "tasks", "error"});
   sim::SimOptions so;
   const sim::SimResult base = sim::simulate(tg, m, so);
+  // Issue 16's target: with memory capped at 50% of the uncapped peak, makespan <= 1.25x
+  // uncapped. It is set at 50%; a larger cap is held to the same bound (more memory should
+  // not be slower); below 50% there is none.
+  const double target = 1.25;
+  const int target_pct = 50;
+  auto target_of = [&](int pct) { return pct >= target_pct ? fmt("%.2f", target) : std::string(); };
+  auto verdict = [&](int pct, double slowdown) {
+    return pct < target_pct ? std::string() : slowdown <= target ? std::string("yes") : std::string("no");
+  };
   auto row = [&](const std::string& system, int pct, std::int64_t cap, const sim::SimResult& r, const MemoryPlanStats* s,
                  std::size_t tasks, const std::string& prefetch) {
+    const double slowdown = r.makespan_s / base.makespan_s;
     csv += csv_line({system, w, std::to_string(devices), strategy, machine_name, std::to_string(pct), std::to_string(cap),
-                     std::to_string(peak), prefetch, fmt("%.9g", r.makespan_s), fmt("%.6f", r.makespan_s / base.makespan_s),
-                     std::to_string(r.peak_memory_bytes), std::to_string(s ? s->bytes_evicted : 0),
-                     std::to_string(s ? s->bytes_loaded : 0), std::to_string(s ? s->evicts : 0),
-                     std::to_string(s ? s->loads : 0), std::to_string(tasks), ""});
+                     std::to_string(peak), prefetch, fmt("%.9g", r.makespan_s), fmt("%.6f", slowdown),
+                     s ? target_of(pct) : "", s ? verdict(pct, slowdown) : "", std::to_string(r.peak_memory_bytes),
+                     std::to_string(s ? s->bytes_evicted : 0), std::to_string(s ? s->bytes_loaded : 0),
+                     std::to_string(s ? s->evicts : 0), std::to_string(s ? s->loads : 0), std::to_string(tasks), ""});
     ++res.points;
   };
+  // Per cap that planned: the fixed order's makespan over the free order's.
+  std::string fixed_over_free;
   auto say = [&](std::string line) {
     std::fprintf(o.out, "  %s\n", line.c_str());
     res.headlines.push_back(std::move(line));
@@ -105,9 +118,9 @@ ReproduceResult offload_reproduction(const ReproduceOptions& o, const std::strin
       res.points += 2;
       for (const char* system : {"turnip (free order)", "fixed order, sync"})
         csv += csv_line({system, w, std::to_string(devices), strategy, machine_name, std::to_string(pct),
-                         std::to_string(peak * pct / 100), std::to_string(peak), "", "", "", "", "", "", "", "", "",
-                         first_error});
-      say(std::to_string(pct) + "%: " + first_error);
+                         std::to_string(peak * pct / 100), std::to_string(peak), "", "", "", target_of(pct),
+                         pct >= target_pct ? "no" : "", "", "", "", "", "", "", first_error});
+      say(std::to_string(pct) + "%: " + first_error + (pct >= target_pct ? "; target <= 1.25x uncapped: FAIL" : ""));
       continue;
     }
     const TaskGraph fixed = fixed_order(plan.graph);
@@ -121,9 +134,24 @@ ReproduceResult offload_reproduction(const ReproduceOptions& o, const std::strin
         "); prefetch " + rule + " (fastest of " + tried + "); peak " +
         fmt("%.4g", static_cast<double>(async.peak_memory_bytes)) + " bytes; evicted " +
         fmt("%.4g", static_cast<double>(plan.stats.bytes_evicted)) + ", loaded " +
-        fmt("%.4g", static_cast<double>(plan.stats.bytes_loaded)) + " bytes");
+        fmt("%.4g", static_cast<double>(plan.stats.bytes_loaded)) + " bytes; " +
+        (pct >= target_pct ? "target <= " + fmt("%.2fx", target) + " uncapped (issue 16" +
+                                 (pct > target_pct ? ", set at 50%, held here too" : "") + "): free order " +
+                                 (verdict(pct, async.makespan_s / base.makespan_s) == "yes" ? "PASS" : "FAIL") +
+                                 ", fixed order " + (verdict(pct, sync.makespan_s / base.makespan_s) == "yes" ? "PASS" : "FAIL")
+                           : std::string("no target below 50%")));
+    fixed_over_free += (fixed_over_free.empty() ? "" : ", ") + fmt("%.2fx", sync.makespan_s / async.makespan_s) + " at " +
+                       std::to_string(pct) + "%";
   }
-  say("published: no figure recorded for comparison (TURNIP reports its gains on other workloads)");
+  say("target (issue 16): with memory capped at 50% of the uncapped peak, makespan <= 1.25x uncapped, in the "
+      "simulator and on the CPU executor; these rows are the simulator's");
+  say("fixed order (ZeRO-Offload-style, synchronous transfers) over free order (TURNIP): " +
+      (fixed_over_free.empty() ? std::string("no cap planned") : fixed_over_free) +
+      "; nearest published comparison with a ZeRO-Offload baseline: ZeRO-Offload++ Twin-Flow (DeepSpeed blog, "
+      "2023) reports 6x (OPT-30B on a DGX-H100) and 3x (OPT-13B on a DGX-A100) the training speed of ZeRO-Offload "
+      "- a different system (it splits the optimizer step between CPU and GPU; it does not reorder at run time) and "
+      "workload (training, not one inference block), so not a like-for-like figure; TURNIP (arXiv 2405.16283) "
+      "reports its gains on other workloads");
   std::filesystem::create_directories(o.dir);
   res.csv = (std::filesystem::path(o.dir) / "offload.csv").string();
   write_file_atomic(res.csv, csv);

@@ -114,6 +114,31 @@ TEST(ReproduceCli, OffloadCapsTheWorkloadGiven) {
   const auto col = std::find(rows[0].begin(), rows[0].end(), "workload") - rows[0].begin();
   ASSERT_LT(static_cast<std::size_t>(col), rows[0].size());
   for (std::size_t i = 1; i < rows.size(); ++i) EXPECT_EQ(rows[i][static_cast<std::size_t>(col)], spec) << i;
+  // Beside its numbers: issue 16's target, judged per capped row (at 50% and above), and
+  // the nearest published figure for the fixed-order baseline, named as not like-for-like.
+  auto at = [&](const char* name) {
+    const auto c = std::find(rows[0].begin(), rows[0].end(), name) - rows[0].begin();
+    EXPECT_LT(static_cast<std::size_t>(c), rows[0].size()) << name;
+    return static_cast<std::size_t>(c);
+  };
+  const std::size_t system = at("system"), pct = at("cap_pct"), slowdown = at("slowdown"),
+                    target = at("target_max_slowdown"), meets = at("meets_target");
+  int judged = 0;
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    const auto& row = rows[i];
+    if (row[system] == "uncapped" || std::stoi(row[pct]) < 50) {
+      EXPECT_EQ(row[meets], "") << i;
+      continue;
+    }
+    EXPECT_EQ(row[target], "1.25") << i;
+    EXPECT_EQ(row[meets], !row[slowdown].empty() && std::stod(row[slowdown]) <= 1.25 ? "yes" : "no") << i;
+    ++judged;
+  }
+  EXPECT_EQ(judged, 6);  // 100%, 75%, 50% × free and fixed order
+  EXPECT_NE(r.out.find("target <= 1.25x uncapped (issue 16): free order "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Twin-Flow"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("not a like-for-like figure"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("no figure recorded"), std::string::npos) << r.out;
   auto other = run_tessel("reproduce scaling --quick --no-plot --workload " + spec + " -o " + dir.string());
   EXPECT_EQ(other.status, 1) << other.output();
   EXPECT_NE(other.err.find("--workload applies to offload only"), std::string::npos) << other.output();

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "core/partition.h"
 #include "core/workloads.h"
@@ -93,6 +94,181 @@ TEST(Fuse, GemmOfTTilesWithACollectiveFinishesAtThePredictedTime) {
       EXPECT_NEAR(bulk, compute_s + static_cast<double>(c.bytes) / bw + alpha, 1e-11) << model;
     }
   }
+}
+
+// Elements [offset, offset + size) of a one-dimensional buffer.
+Rect region(std::int64_t offset, std::int64_t size) {
+  Rect r;
+  r.rank = 1;
+  r.offset[0] = offset;
+  r.size[0] = size;
+  return r;
+}
+
+// An all-to-all over n devices, by hand: device d's GEMM (`flops`, contraction) writes n
+// chunks of `chunk` bytes; chunk p goes to device p (a move of that region), and each
+// device's consumer reads the n − 1 chunks it receives.
+struct GemmAllToAll {
+  TaskGraph tg;
+};
+GemmAllToAll gemm_all_to_all(int n, double flops, std::int64_t chunk) {
+  TgBuilder b(n);
+  std::vector<BufferId> out;
+  std::vector<TaskId> gemms;
+  for (int d = 0; d < n; ++d) {
+    out.push_back(b.compute(d, flops, 0, {}, chunk * n));
+    gemms.push_back(b.last());
+  }
+  std::vector<std::vector<BufferId>> received(static_cast<std::size_t>(n));
+  std::vector<TaskId> moves;
+  for (int d = 0; d < n; ++d)
+    for (int p = 0; p < n; ++p)
+      if (p != d) {
+        received[static_cast<std::size_t>(p)].push_back(b.move(out[static_cast<std::size_t>(d)], p));
+        moves.push_back(b.last());
+      }
+  for (int p = 0; p < n; ++p) b.compute(p, 0, 0, received[static_cast<std::size_t>(p)]);
+  GemmAllToAll g{b.graph()};
+  for (TaskId t : gemms) g.tg.tasks[t.index()].contraction = true;
+  for (TaskId t : moves) {  // one chunk of the GEMM's output, not all of it
+    Task& mv = g.tg.tasks[t.index()];
+    mv.bytes = chunk;
+    mv.src = region(chunk * mv.dst_device.value / 4, chunk / 4);
+    g.tg.buffers[mv.writes.index()].shape = Shape{chunk / 4};
+  }
+  g.tg.validate();
+  return g;
+}
+
+// A GEMM of T tiles fused with an all-to-all over n > 2 devices on a full-bisection switch
+// (each device's up and down links of bandwidth B, latency L on the sender's). Each tile
+// releases n − 1 pieces of chunk/T bytes, one per peer, which leave one at a time on the
+// device's channel (m = chunk/(B·T) each); every device sends to the same step (dst − src)
+// mod n at once (core/ready_order.h), so every receiver takes one piece at a time at the
+// full B. A two-stage flow shop of T equal jobs (a tile of C'/T, then its (n − 1)·m of
+// sends):
+//   finish = C'/T + (n − 1)·m + (T − 1)·max(C'/T, (n − 1)·m) + L
+//          = max(C' + (n − 1)·m, C'/T + (n − 1)·chunk/B) + L,   C' = C / (1 − occupancy).
+// Unfused: C + (n − 1)·chunk/B + L.
+TEST(Fuse, GemmOfTTilesWithAnAllToAllOverNDevicesFinishesAtThePredictedTime) {
+  const double alpha = 2e-6, bw = 1e10;
+  struct Case {
+    int n;
+    double flops;
+    std::int64_t chunk;
+    int tiles;
+    double occupancy;
+  };
+  // Compute-bound (1 ms GEMM, 3 × 10 µs of sends), communication-bound (1 ms, 7 × 2 ms),
+  // near balance (per tile 143 µs of compute against 3 × 37.5 µs of sends on 4 devices),
+  // one tile (compute, then every send), no occupancy cost.
+  for (const Case c : {Case{4, 1e9, 100'000, 16, 0.125}, Case{8, 1e9, 20'000'000, 16, 0.125},
+                       Case{4, 1e9, 3'000'000, 8, 0.125}, Case{6, 1e9, 4'000'000, 1, 0.125},
+                       Case{5, 2e9, 2'000'000, 32, 0.0}}) {
+    Machine m = switch_machine(c.n, alpha, bw);
+    m.interference.fused = {c.tiles, c.occupancy};
+    const GemmAllToAll g = gemm_all_to_all(c.n, c.flops, c.chunk);
+    const double compute_s = c.flops / 1e12;
+    const double cp = compute_s / (1 - c.occupancy);
+    const double peers = c.n - 1;
+    const double piece_s = static_cast<double>(c.chunk) / bw / c.tiles;
+    const double expected =
+        std::max(cp + peers * piece_s, cp / c.tiles + peers * static_cast<double>(c.chunk) / bw) + alpha;
+    for (const char* model : kModels) {
+      FusedGraph f;
+      const SimResult r = run_fused(g.tg, m, model, &f);
+      EXPECT_EQ(f.fused_kernels, c.n);
+      EXPECT_EQ(f.fused_moves, c.n * (c.n - 1));
+      // The picosecond clock rounds each tile and piece: at most one ps per task in line.
+      EXPECT_NEAR(r.makespan_s, expected, 1e-12 * (c.n * c.tiles + 4)) << model << " n " << c.n << " tiles " << c.tiles;
+      SimOptions o;
+      o.network = model;
+      const double bulk = simulate(g.tg, m, o).makespan_s;
+      EXPECT_NEAR(bulk, compute_s + peers * static_cast<double>(c.chunk) / bw + alpha, 1e-11) << model;
+    }
+  }
+}
+
+// GEMV + all-reduce over n devices, by hand, as lowering builds it: device d's GEMV
+// (contraction) writes a partial of n chunks; chunk p goes to device p (reduce-scatter),
+// which accumulates its own chunk and the n − 1 it receives (touches on its copy lane,
+// chunk/4 flops each at 1 TFLOP/s: τ = chunk / 4e12 s), then sends the sum to every other
+// device (all-gather). The fused path fuses what reads a contraction's output: the
+// reduce-scatter's moves go tile by tile; the all-gather reads the sum, so it waits for
+// the last piece and runs unfused after it:
+//   finish = max(C' + (n − 1)·m, C'/T + (n − 1)·chunk/B) + L    (reduce-scatter, as above)
+//            + τ                                                (the last accumulate)
+//            + (n − 1)·chunk/B + L                              (all-gather, one at a time)
+// (each receiver's last pieces arrive m apart and τ < m, so no accumulate waits for another).
+TEST(Fuse, GemvOfTTilesWithAnAllReduceOverNDevicesFinishesAtThePredictedTime) {
+  const double alpha = 1e-6, bw = 1e10;
+  for (const int n : {3, 4, 8})
+    for (const std::int64_t chunk : {std::int64_t{40'000}, std::int64_t{4'000'000}}) {
+      const int tiles = 16;
+      const double occupancy = 0.125, flops = 1e9;
+      Machine m = switch_machine(n, alpha, bw);
+      m.interference.fused = {tiles, occupancy};
+      TgBuilder b(n);
+      std::vector<BufferId> partial, sum;
+      std::vector<TaskId> gemvs, reduce_moves;
+      for (int d = 0; d < n; ++d) {
+        partial.push_back(b.compute(d, flops, 0, {}, chunk * n));
+        gemvs.push_back(b.last());
+      }
+      std::vector<std::vector<BufferId>> incoming(static_cast<std::size_t>(n));
+      for (int d = 0; d < n; ++d)
+        for (int p = 0; p < n; ++p)
+          if (p != d) {
+            incoming[static_cast<std::size_t>(p)].push_back(b.move(partial[static_cast<std::size_t>(d)], p));
+            reduce_moves.push_back(b.last());
+          }
+      std::vector<TaskId> own_touches;
+      for (int p = 0; p < n; ++p) {
+        sum.push_back(b.buffer(p, chunk, Agg::sum));
+        b.touch(partial[static_cast<std::size_t>(p)], sum.back(), TouchOp::accumulate);
+        own_touches.push_back(b.last());
+        for (BufferId in : incoming[static_cast<std::size_t>(p)]) b.touch(in, sum.back(), TouchOp::accumulate);
+      }
+      std::vector<std::vector<BufferId>> gathered(static_cast<std::size_t>(n));
+      for (int p = 0; p < n; ++p)
+        for (int q = 0; q < n; ++q)
+          if (q != p) gathered[static_cast<std::size_t>(q)].push_back(b.move(sum[static_cast<std::size_t>(p)], q));
+      for (int q = 0; q < n; ++q) {
+        gathered[static_cast<std::size_t>(q)].push_back(sum[static_cast<std::size_t>(q)]);
+        b.compute(q, 0, 0, gathered[static_cast<std::size_t>(q)]);
+      }
+      TaskGraph tg = b.graph();
+      for (TaskId t : gemvs) tg.tasks[t.index()].contraction = true;
+      for (TaskId t : reduce_moves) {  // chunk p of the partial
+        Task& mv = tg.tasks[t.index()];
+        mv.bytes = chunk;
+        mv.src = region(chunk * mv.dst_device.value / 4, chunk / 4);
+        tg.buffers[mv.writes.index()].shape = Shape{chunk / 4};
+      }
+      for (Task& t : tg.tasks)  // every accumulate adds one chunk (TgBuilder sized them before the patch above)
+        if (t.kind == TaskKind::touch) {
+          t.bytes = chunk;
+          t.flops = static_cast<double>(chunk / 4);
+          t.dst = region(0, chunk / 4);
+        }
+      for (int p = 0; p < n; ++p)  // the own chunk only, from the partial
+        tg.tasks[own_touches[static_cast<std::size_t>(p)].index()].src = region(chunk * p / 4, chunk / 4);
+      tg.validate();
+
+      const double cp = flops / 1e12 / (1 - occupancy);
+      const double peers = n - 1, one = static_cast<double>(chunk) / bw, piece_s = one / tiles;
+      const double tau = static_cast<double>(chunk / 4) / 1e12;
+      ASSERT_LT(tau, piece_s);
+      const double reduce_scatter = std::max(cp + peers * piece_s, cp / tiles + peers * one) + alpha;
+      const double expected = reduce_scatter + tau + peers * one + alpha;
+      for (const char* model : kModels) {
+        FusedGraph f;
+        const SimResult r = run_fused(tg, m, model, &f);
+        EXPECT_EQ(f.fused_kernels, n);
+        EXPECT_EQ(f.fused_moves, n * (n - 1));  // the reduce-scatter's; the all-gather's stay whole
+        EXPECT_NEAR(r.makespan_s, expected, 1e-12 * (n * tiles + 3 * n + 4)) << model << " n " << n << " chunk " << chunk;
+      }
+    }
 }
 
 TEST(Fuse, FusedTasksIgnoreTheInterferenceFactors) {

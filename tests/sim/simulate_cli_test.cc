@@ -184,6 +184,22 @@ TEST(SimulateCli, BadInputNamesTheFieldExitsNonZeroAndLeavesNoTrace) {
 
 // One trace thread per overlapping track: moves on several comm channels (and a move's
 // route latency after it frees its channel) never overlap on one (pid, tid).
+TEST(SimulateCli, OverCapacityWarningSuggestsTheMemoryCapOnce) {
+  // 200000² f32 matrices (160 GB each) on one 80 GB H100: over capacity.
+  auto r = tessel::testing::run_tessel("simulate -w chain:size=200000 -d 1 -m h100-sxm-8");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("tessel: warning: device 0 exceeds its memory capacity"), std::string::npos) << r.err;
+  const auto hint = r.err.find("--memory-cap BYTES|FRACTION");
+  EXPECT_NE(hint, std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("--memory-cap", hint + 1), std::string::npos) << r.err;  // once, not per device
+  // Eight devices over capacity: still one hint.
+  r = tessel::testing::run_tessel("simulate -w chain:size=400000 -d 8 -m h100-sxm-8");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto first = r.err.find("--memory-cap");
+  EXPECT_NE(first, std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("--memory-cap", first + 1), std::string::npos) << r.err;
+}
+
 TEST(SimulateCli, TraceSpansOfOneThreadNeverOverlap) {
   auto trace = temp("tessel_sim_cli_tracks.json");
   std::filesystem::remove(trace);
