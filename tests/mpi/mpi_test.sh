@@ -6,8 +6,8 @@
 #                                           segment left in /dev/shm by a rank 0 killed during
 #                                           setup is removed by the next job
 #   mpi_test.sh TESSEL bad                  more ranks than devices, ranks given different inputs,
-#                                           --memory-cap on several ranks: one clear error,
-#                                           non-zero exit, no partial file
+#                                           --memory-cap on several ranks (run and compare):
+#                                           one clear error, non-zero exit, no partial file
 #   mpi_test.sh TESSEL trace                one trace from rank 0 with every device's spans
 #   mpi_test.sh TESSEL sweep                a sweep over 2 ranks: the rows of one process, resumable
 #   mpi_test.sh TESSEL compare              calibrate and compare --backend mpi
@@ -138,6 +138,20 @@ assert np.allclose(c, a @ b, atol=1e-4), 'wrong result'"; then
       bad "--memory-cap on 2 ranks: left a trace file"
     else
       echo "ok: --memory-cap on 2 ranks refused"
+    fi
+    # compare alike: refused before any calibration, planning or run (a preset machine, so
+    # that the case does not depend on calibrate), and no trace folder made. Without the
+    # refusal this graph, strategy, policy and cap plan, and the executor of every rank
+    # refuses the split graph, ending the job with MPI_Abort.
+    mpi 2 compare -w llama-block:model=tiny -d 2 -s data-parallel --policy async --backend mpi -m cpu:2 --memory-cap 50% \
+      --repeat 1 --trace-dir "$tmp/traces" --json
+    if [ $rc -ne 1 ] || [ "$(grep -c 'tessel: error: --memory-cap with --backend mpi' "$tmp/out")" -ne 1 ] ||
+      grep -q 'MPI_ABORT' "$tmp/out"; then
+      bad "compare --memory-cap on 2 ranks: exit $rc (want 1, one message, no MPI_ABORT)"; cat "$tmp/out"
+    elif [ -e "$tmp/traces" ]; then
+      bad "compare --memory-cap on 2 ranks: made the trace folder"
+    else
+      echo "ok: compare --memory-cap on 2 ranks refused"
     fi
     timeout 120 "$mpirun" "${flags[@]}" -np 1 "$tessel" run -w chain:size=64 -d 2 --backend mpi --seed 1 : \
       -np 1 "$tessel" run -w chain:size=64 -d 2 --backend mpi --seed 2 >"$tmp/out" 2>&1
