@@ -1,7 +1,7 @@
 // plan_memory(): the cap holds in every execution order (property test over random
 // graphs and built-in workloads, random decompositions and caps, each replayed in many random concurrent orders and
-// simulated), the capped graph computes what the uncapped one does, and bad caps fail
-// with the task and the bytes.
+// simulated, and every pair of tasks whose memory overlaps ordered by the dependencies), the capped graph
+// computes what the uncapped one does, and bad caps fail with the task and the bytes.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,6 +19,7 @@
 #include "sim/simulator.h"
 #include "sim/task_graph_json.h"
 #include "tests/sim/sim_test_util.h"
+#include "tests/support/arena_order.h"
 #include "tests/support/capped_plan.h"
 
 #include <nlohmann/json.hpp>
@@ -175,6 +176,12 @@ TEST(MemoryPlan, NeverExceedsTheCapInAnyOrder) {
       planned_with_evicts += plan.stats.evicts + plan.stats.loads > 0;
       for (std::int64_t p : plan.stats.planned_peak_bytes) EXPECT_LE(p, cap) << what;
       ASSERT_TRUE(cap_holds_in_random_orders(plan.graph, cap, rng, 20)) << what;
+      // And in every order, not only those sampled: each conflicting pair of accesses
+      // (ranges that overlap) is ordered by a dependency path, in the plan and in its
+      // fixed order; this is what lets the CPU executor's copy lanes share the arenas
+      // without a lock.
+      if (const auto c = testing::unordered_conflict(plan.graph)) ADD_FAILURE() << what << ": " << *c;
+      if (const auto c = testing::unordered_conflict(fixed_order(plan.graph))) ADD_FAILURE() << what << ", fixed order: " << *c;
       // The simulator (CPU workers, async) agrees, and its peak is that of its own timeline.
       const sim::SimResult r = sim::simulate(plan.graph, machine_preset("cpu:" + std::to_string(devices)));
       for (std::size_t d = 0; d < r.devices.size(); ++d) EXPECT_LE(r.devices[d].peak_memory_bytes, cap) << what;

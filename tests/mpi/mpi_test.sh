@@ -6,8 +6,8 @@
 #                                           segment left in /dev/shm by a rank 0 killed during
 #                                           setup is removed by the next job
 #   mpi_test.sh TESSEL bad                  more ranks than devices, ranks given different inputs,
-#                                           --memory-cap on several ranks: one clear error,
-#                                           non-zero exit, no partial file
+#                                           --memory-cap on several ranks (run and compare):
+#                                           one clear error, non-zero exit, no partial file
 #   mpi_test.sh TESSEL trace                one trace from rank 0 with every device's spans
 #   mpi_test.sh TESSEL sweep                a sweep over 2 ranks: the rows of one process, resumable
 #   mpi_test.sh TESSEL compare              calibrate and compare --backend mpi
@@ -129,16 +129,26 @@ assert np.allclose(c, a @ b, atol=1e-4), 'wrong result'"; then
       echo "ok: 4 ranks for 2 devices refused"
     fi
     # A memory-capped graph cannot run split over processes: refused before planning, by
-    # rank 0 alone, without MPI_Abort.
+    # rank 0 alone, without MPI_Abort, leaving no output (cap_refused WHAT OUTPUT after a job).
+    cap_refused() {
+      if [ $rc -ne 1 ] || [ "$(grep -c 'tessel: error: --memory-cap with --backend mpi' "$tmp/out")" -ne 1 ] ||
+        grep -q 'MPI_ABORT' "$tmp/out"; then
+        bad "$1 --memory-cap on 2 ranks: exit $rc (want 1, one message, no MPI_ABORT)"; cat "$tmp/out"
+      elif [ -e "$2" ]; then
+        bad "$1 --memory-cap on 2 ranks: left $2"
+      else
+        echo "ok: $1 --memory-cap on 2 ranks refused"
+      fi
+    }
     mpi 2 run -w chain:size=64 -d 2 --backend mpi --memory-cap 50% --trace "$tmp/t.json"
-    if [ $rc -ne 1 ] || [ "$(grep -c 'tessel: error: --memory-cap with --backend mpi' "$tmp/out")" -ne 1 ] ||
-      grep -q 'MPI_ABORT' "$tmp/out"; then
-      bad "--memory-cap on 2 ranks: exit $rc (want 1, one message, no MPI_ABORT)"; cat "$tmp/out"
-    elif [ -e "$tmp/t.json" ]; then
-      bad "--memory-cap on 2 ranks: left a trace file"
-    else
-      echo "ok: --memory-cap on 2 ranks refused"
-    fi
+    cap_refused run "$tmp/t.json"
+    # compare alike, before any calibration, planning or run (a preset machine, so that the
+    # case does not depend on calibrate). Without the refusal this graph, strategy, policy
+    # and cap plan, and the executor of every rank refuses the split graph, ending the job
+    # with MPI_Abort.
+    mpi 2 compare -w llama-block:model=tiny -d 2 -s data-parallel --policy async --backend mpi -m cpu:2 --memory-cap 50% \
+      --repeat 1 --trace-dir "$tmp/traces" --json
+    cap_refused compare "$tmp/traces"
     timeout 120 "$mpirun" "${flags[@]}" -np 1 "$tessel" run -w chain:size=64 -d 2 --backend mpi --seed 1 : \
       -np 1 "$tessel" run -w chain:size=64 -d 2 --backend mpi --seed 2 >"$tmp/out" 2>&1
     rc=$?

@@ -15,6 +15,7 @@
 #include "runtime/cpu_executor.h"
 #include "runtime/kernels.h"
 #include "sim/simulator.h"
+#include "tests/support/arena_order.h"
 #include "tests/support/capped_plan.h"
 
 namespace tessel::runtime {
@@ -34,6 +35,8 @@ TEST(CpuExecutorOffload, CappedGraphMatchesReferenceAt124Devices) {
       const MemoryPlan plan = capped_plan(tg, fraction);
       const std::string label = std::to_string(devices) + " devices, cap " + std::to_string(fraction);
       EXPECT_GT(plan.stats.evicts + plan.stats.drops + plan.stats.host_inputs, 0) << label;
+      // The copy lane shares the arenas with the worker without a lock: every conflict ordered.
+      if (const auto c = testing::unordered_conflict(plan.graph)) ADD_FAILURE() << label << ": " << *c;
       // Evicts and loads on the worker, or on a copy lane per device (a second thread).
       for (CopyLane lane : {CopyLane::worker, CopyLane::thread}) {
         CpuOptions o;
