@@ -319,6 +319,13 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
     runtime::Calibration c = calibrator->result();
     print_calibration(c, log);
     res.calibration = runtime::to_json(c);
+    if (c.outer_cache_retained_fraction < runtime::kRetentionWarnBelow)
+      std::fprintf(stderr,
+                   "tessel: warning: the last-level cache kept %.0f%% of a buffer while the workers idled %.0f ms "
+                   "(calibration, median of the rounds): other work on this host shares it, so buffers a run placed "
+                   "milliseconds earlier are partly read from DRAM; no kernel profile sees that, and measured times "
+                   "(memory-bound tasks most: loads, touches) are likely to run above the simulation\n",
+                   100 * c.outer_cache_retained_fraction, 1e3 * c.outer_cache_retention_idle_s);
   }
   // The machine each round is simulated on: that round's calibration, or the given one.
   std::vector<Machine> round_machines;

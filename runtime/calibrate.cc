@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <functional>
@@ -19,6 +20,7 @@
 #include "core/task_graph.h"
 #include "runtime/cpu_executor.h"
 #include "runtime/cpu_kernels.h"
+#include "runtime/cpu_threads.h"
 #include "runtime/measure.h"
 
 namespace tessel::runtime {
@@ -222,6 +224,12 @@ struct CpuCalibrator::State {
     // Generic kernels over short rows (a broadcast and a row reduction, rows of
     // kShortCols): their time beyond the generic rate, per row.
     for (const Einsum& e : short_rows) probes.emplace_back(generic_probe(e));
+    // Retention: the read of a buffer pushed out of the per-core cache, at once, after an
+    // idle, and after the last-level cache was overwritten (from DRAM).
+    const std::int64_t flush_bytes = 2 * std::max(llc, 4 * c.cache_capacity_bytes);
+    probes.emplace_back(retention_probe(0, 0));
+    probes.emplace_back(retention_probe(kRetentionIdleS, 0));
+    probes.emplace_back(retention_probe(0, flush_bytes));
     samples.resize(probes.size());
   }
 
@@ -249,6 +257,43 @@ struct CpuCalibrator::State {
         std::copy(from.begin(), from.end(), dst[static_cast<std::size_t>(w)].begin());
       };
       return per_call_seconds_after(n, o.seconds_per_point, static_cast<double>(bytes) / 1e10, setup, before, body);
+    };
+  }
+
+  // Seconds to read a buffer of the per-core cache's size (every worker its own, at
+  // once), each read after the buffer was written, then twice the per-core cache of
+  // other memory, then `idle_s` of spinning without memory traffic, then `flush_bytes` of
+  // other memory written (0: none).
+  std::function<double()> retention_probe(double idle_s, std::int64_t flush_bytes) {
+    return [this, idle_s, flush_bytes] {
+      const auto count = static_cast<std::size_t>(c.cache_capacity_bytes / 4);
+      const auto nw = static_cast<std::size_t>(n);
+      std::vector<std::vector<float>> buf(nw);
+      std::vector<CacheEvictor> evict(nw), flush(nw);
+      std::vector<float> sums(nw);
+      auto setup = [&](int w) {
+        buf[static_cast<std::size_t>(w)].assign(count, 1.f);
+        evict[static_cast<std::size_t>(w)] = CacheEvictor(2 * c.cache_capacity_bytes);
+        if (flush_bytes > 0) flush[static_cast<std::size_t>(w)] = CacheEvictor(flush_bytes);
+      };
+      auto before = [&](int w) {
+        const auto uw = static_cast<std::size_t>(w);
+        std::fill(buf[uw].begin(), buf[uw].end(), sums[uw]);
+        evict[uw].push();
+        for (const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(idle_s);
+             std::chrono::steady_clock::now() < until;)
+          cpu::cpu_relax();
+        if (flush_bytes > 0) flush[uw].push();
+      };
+      auto body = [&](int w) {
+        const auto uw = static_cast<std::size_t>(w);
+        float s = 0;
+        for (std::size_t i = 0; i < count; i += 16) s += buf[uw][i];  // a float of every cache line
+        sums[uw] = s * 1e-30f;
+      };
+      // The expected call: the idle or the flush, so that a batch holds a few calls.
+      const double expected = std::max(idle_s, static_cast<double>(flush_bytes) / 1e10);
+      return per_call_seconds_after(n, o.seconds_per_point, std::max(expected, 1e-4), setup, before, body);
     };
   }
 
@@ -363,6 +408,11 @@ struct CpuCalibrator::State {
       }
       r.generic_row_s = std::max(0.0, (s - flops / r.generic_flops_per_s) / short_rows_total);
     }
+    {
+      const double now = seconds[k++], idle = seconds[k++], dram = seconds[k++];
+      r.outer_cache_retention_idle_s = kRetentionIdleS;
+      r.outer_cache_retained_fraction = retained_fraction(now, idle, dram);
+    }
     return r;
   }
 
@@ -416,6 +466,11 @@ void CpuCalibrator::round() { state_->round(); }
 int CpuCalibrator::rounds() const { return state_->rounds; }
 Calibration CpuCalibrator::result() const { return state_->result(); }
 Calibration CpuCalibrator::round_result(int round) const { return state_->round_result(round); }
+
+double retained_fraction(double now_s, double idle_s, double dram_s) {
+  if (!(dram_s > now_s)) return 1.0;
+  return std::clamp((dram_s - idle_s) / (dram_s - now_s), 0.0, 1.0);
+}
 
 Calibration calibrate_cpu(const CalibrationOptions& o) {
   if (o.rounds < 1) fail("calibrate: rounds must be >= 1, got ", o.rounds);
@@ -508,7 +563,9 @@ nlohmann::json to_json(const Calibration& c) {
           {"copy_row_s", c.copy_row_s},
           {"generic_row_s", c.generic_row_s},
           {"task_overhead_s", c.task_overhead_s},
-          {"barrier_latency_s", c.barrier_latency_s}};
+          {"barrier_latency_s", c.barrier_latency_s},
+          {"outer_cache_retention_idle_s", c.outer_cache_retention_idle_s},
+          {"outer_cache_retained_fraction", c.outer_cache_retained_fraction}};
 }
 
 }  // namespace tessel::runtime

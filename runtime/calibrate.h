@@ -21,6 +21,13 @@
 //               over short rows → seconds per row beyond what their flops take
 //   overhead    empty tasks through the executor → seconds per task
 //   barriers    a chain of elementwise nodes under bsp against async → seconds per barrier
+//   retention   a buffer of the per-core cache's size, pushed out of that cache, read back
+//               at once, after the workers idled kRetentionIdleS, and after the whole
+//               last-level cache was overwritten → the fraction of it the last-level
+//               cache still held after the idle (a diagnostic of the host, not a model
+//               input: on a VM whose last-level cache other tenants share, data a task
+//               graph placed milliseconds ago has partly gone to DRAM, which no kernel
+//               profile sees)
 
 #include <memory>
 #include <string>
@@ -64,7 +71,24 @@ struct Calibration {
   double generic_row_s = 0;             // per row of a generic kernel's block, beside its flops
   double task_overhead_s = 0;           // executor bookkeeping per task
   double barrier_latency_s = 0;         // bsp: extra time per barrier (phase end to next phase start)
+  // The retention probe: how much of a buffer pushed out of the per-core cache the
+  // last-level cache still holds after the workers idled outer_cache_retention_idle_s
+  // (1: all of it, 0: none, read as fast as after the whole cache was overwritten).
+  double outer_cache_retention_idle_s = 0;
+  double outer_cache_retained_fraction = 0;
 };
+
+// The idle of the retention probe: 4 ms, twice a LLaMA block's makespan on two workers
+// here, so that it reads what a graph's early buffers meet when they are read late.
+inline constexpr double kRetentionIdleS = 0.004;
+// The retention probe's fraction from its three reads of one buffer: right after it left
+// the per-core cache (`now_s`), after the idle (`idle_s`) and from DRAM (`dram_s`): how far
+// the idle read stayed from DRAM's time toward the cache's, clamped to [0, 1]; 1 where the
+// DRAM read is not slower (nothing to tell apart).
+[[nodiscard]] double retained_fraction(double now_s, double idle_s, double dram_s);
+// Below this retained fraction `tessel compare` warns that the host's last-level cache
+// is shared with other work (see Calibration::outer_cache_retained_fraction).
+inline constexpr double kRetentionWarnBelow = 0.9;
 
 [[nodiscard]] Calibration calibrate_cpu(const CalibrationOptions& options);
 

@@ -14,6 +14,18 @@ TEST(CpuCalibrator, NoResultBeforeTheFirstRound) {
   EXPECT_THROW((void)cal.result(), Error);
 }
 
+// The retention probe's fraction: where the idle read lies between the cache's time and
+// DRAM's, in closed form.
+TEST(RetainedFraction, PlacesTheIdleReadBetweenTheCacheAndDram) {
+  EXPECT_DOUBLE_EQ(retained_fraction(10e-6, 10e-6, 40e-6), 1.0);   // as fast as at once: all kept
+  EXPECT_DOUBLE_EQ(retained_fraction(10e-6, 40e-6, 40e-6), 0.0);   // as slow as from DRAM: none
+  EXPECT_DOUBLE_EQ(retained_fraction(10e-6, 25e-6, 40e-6), 0.5);
+  EXPECT_DOUBLE_EQ(retained_fraction(10e-6, 31e-6, 40e-6), 0.3);
+  EXPECT_DOUBLE_EQ(retained_fraction(10e-6, 50e-6, 40e-6), 0.0);   // noise past either end: clamped
+  EXPECT_DOUBLE_EQ(retained_fraction(10e-6, 8e-6, 40e-6), 1.0);
+  EXPECT_DOUBLE_EQ(retained_fraction(10e-6, 30e-6, 10e-6), 1.0);   // DRAM no slower: nothing to tell
+}
+
 TEST(CpuCalibrator, EveryPointIsMeasuredEachRoundAndTheResultMakesAValidMachine) {
   CpuCalibrator cal({2, 0.001, 1});
   cal.round();
@@ -41,6 +53,9 @@ TEST(CpuCalibrator, EveryPointIsMeasuredEachRoundAndTheResultMakesAValidMachine)
   } else {
     EXPECT_EQ(c.outer_cache_bytes_per_s, 0);
   }
+  EXPECT_EQ(c.outer_cache_retention_idle_s, kRetentionIdleS);
+  EXPECT_GE(c.outer_cache_retained_fraction, 0);
+  EXPECT_LE(c.outer_cache_retained_fraction, 1);
   ASSERT_EQ(c.copy_by_size.size(), 7u);  // 16 KiB to 64 MiB
   for (std::size_t i = 0; i < c.copy_by_size.size(); ++i) {
     EXPECT_GT(c.copy_by_size[i].bytes_per_s, 0) << c.copy_by_size[i].bytes;
