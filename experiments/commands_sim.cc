@@ -257,12 +257,15 @@ void run_simulate(const Opts& o) {
       fail("--memory-cap needs --policy async: evicts and loads are placed where memory frees, not in bsp phases");
     uncapped = sim::simulate(tg, m, so);
     std::optional<sim::SimResult> fastest;  // the fastest capped run so far, not simulated again
-    capped = cap_memory(tg, o.memory_cap, &m, o.prefetch.empty() ? "fastest" : o.prefetch, [&](const TaskGraph& planned) {
-      sim::SimResult run = sim::simulate(planned, m, so);
-      const double s = run.makespan_s;
-      if (!fastest || s < fastest->makespan_s) fastest = std::move(run);
-      return s;
-    });
+    capped = cap_memory(
+        tg, o.memory_cap, &m, o.prefetch.empty() ? "fastest" : o.prefetch,
+        [&](const TaskGraph& planned) {
+          sim::SimResult run = sim::simulate(planned, m, so);
+          const double s = run.makespan_s;
+          if (!fastest || s < fastest->makespan_s) fastest = std::move(run);
+          return s;
+        },
+        g.size() ? &g : nullptr);
     if (offload_order == OffloadOrder::fixed) {
       free_order_makespan_s = fastest ? fastest->makespan_s : sim::simulate(capped->graph, m, so).makespan_s;
       fastest.reset();  // the fixed-order graph is simulated below
@@ -430,7 +433,9 @@ void add_sim_commands(CLI::App& app) {
   cmd->add_option("--trace-devices", o->trace_devices,
                   "with --trace: write only these devices' spans, e.g. 0-7,64 (numbers and inclusive ranges)");
   cmd->add_option("--write-machine", o->machine_out, "write the machine used as JSON");
-  add_memory_cap_option(*cmd, o->memory_cap);
+  add_memory_cap_option(*cmd, o->memory_cap,
+                        ". Planned with each prefetch rule and the plan that simulates fastest kept (--prefetch); "
+                        "with --collectives nodes the rings the collectives expand to are planned (run refuses that)");
   add_prefetch_option(*cmd, o->prefetch);
   add_offload_order_option(*cmd, o->offload_order,
                            ". With --prefetch fastest the plan is the one whose free order simulates fastest (as "
