@@ -1,7 +1,9 @@
 #include "core/memory_plan.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <deque>
 #include <functional>
 #include <stdexcept>
@@ -38,10 +40,11 @@ std::vector<std::int32_t> reference_order(const TaskGraph& tg) {
   return inputs;
 }
 
-std::string describe_task(const TaskGraph& tg, std::size_t i) {
+std::string describe_task(const TaskGraph& tg, std::size_t i, const std::vector<std::string>& node_names) {
   const Task& t = tg.tasks[i];
   std::string s = "task " + std::to_string(i) + " (" + std::string(to_string(t.kind)) + " of graph node " +
                   std::to_string(t.node.value);
+  if (t.node.valid() && t.node.index() < node_names.size()) s += " '" + node_names[t.node.index()] + "'";
   if (t.block >= 0) s += ", block " + std::to_string(t.block);
   return s + ")";
 }
@@ -137,7 +140,7 @@ class Planner {
       }
       for (std::size_t d = 0; d < need.size(); ++d)
         if (need[d] > o_.capacity_bytes[d])
-          fail("memory cap: ", describe_task(in_, i), " needs ", need[d], " bytes on device ", d,
+          fail("memory cap: ", describe_task(in_, i, o_.node_names), " needs ", need[d], " bytes on device ", d,
                " at once (the buffers it reads and writes there, each rounded up to ", kMemoryAlignment,
                " bytes), more than the cap of ", o_.capacity_bytes[d], " bytes: no schedule fits");
     }
@@ -421,7 +424,9 @@ class Planner {
         continue;
       }
       if (pinned.empty())
-        throw std::logic_error("memory plan: " + describe_task(in_, static_cast<std::size_t>(order_[static_cast<std::size_t>(p)])) +
+        throw std::logic_error("memory plan: " +
+                               describe_task(in_, static_cast<std::size_t>(order_[static_cast<std::size_t>(p)]),
+                                             o_.node_names) +
                                " does not fit in an empty memory (internal error)");
       // Fragmented: the task's own resident buffers go too, and everything it needs is
       // placed again.
@@ -1049,20 +1054,27 @@ std::vector<std::int64_t> MemoryCap::bytes_for(const std::vector<std::int64_t>& 
 
 MemoryCap parse_memory_cap(std::string_view text, std::string_view what) {
   const std::string s(text);
-  std::size_t end = 0;
-  double v = 0;
-  try {
-    v = std::stod(s, &end);
-  } catch (...) {
-    fail(what, " '", s, "': expected a size in bytes (4096, 2.5e9, 64MB, 1GiB) or a fraction of the uncapped peak (0.5, 50%)");
-  }
-  const std::string unit = s.substr(end);
+  // "--memory-cap '0.5B'", or "'0.5B'" when `what` is empty (a command-line check whose
+  // message CLI11 prefixes with the option's name itself).
+  const std::string at = (what.empty() ? std::string() : std::string(what) + " ") + "'" + s + "'";
+  const char* begin = s.c_str();
+  char* stop = nullptr;
+  errno = 0;
+  const double v = std::strtod(begin, &stop);
+  if (stop == begin)
+    fail(at, ": expected a size in bytes (4096, 2.5e9, 64MB, 1GiB) or a fraction of the uncapped peak (0.5, 50%)");
+  if (errno == ERANGE && std::fabs(v) > 1)
+    fail(at, ": too large: the number is past the range of a double (a byte count is at most 9e18)");
+  if (errno == ERANGE)
+    fail(at, ": too small: below any byte count, and too small a fraction of the uncapped peak to plan with");
+  const std::string unit = s.substr(static_cast<std::size_t>(stop - begin));
   MemoryCap cap;
+  // Without a unit, a number up to 1 is a fraction and one above 1 a byte count.
   if (unit == "%" || (unit.empty() && v <= 1)) {
     cap.fraction = true;
     cap.value = unit == "%" ? v / 100 : v;
     if (!(cap.value > 0) || cap.value > 1)
-      fail(what, " '", s, "': a fraction of the uncapped peak must be in (0, 1] (or (0%, 100%])");
+      fail(at, ": a fraction of the uncapped peak must be in (0, 1] (or (0%, 100%])");
     return cap;
   }
   const std::pair<const char*, double> units[] = {
@@ -1071,10 +1083,20 @@ MemoryCap parse_memory_cap(std::string_view text, std::string_view what) {
   double scale = 0;
   for (const auto& [name, f] : units)
     if (unit == name) scale = f;
-  if (scale == 0) fail(what, " '", s, "': unknown unit '", unit, "' (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB, or %)");
+  if (scale == 0) fail(at, ": unknown unit '", unit, "' (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB, or %)");
   const double bytes = v * scale;
-  if (!(bytes >= 1) || bytes > 9e18 || std::floor(bytes) != bytes)
-    fail(what, " '", s, "': must be a whole number of bytes >= 2, or a fraction in (0, 1]");
+  if (std::isnan(bytes))
+    fail(at, ": expected a size in bytes (4096, 2.5e9, 64MB, 1GiB) or a fraction of the uncapped peak (0.5, 50%)");
+  if (bytes > 9e18)
+    fail(at, ": too large: a byte count is at most 9e18 (", bytes, " asked); to leave memory uncapped give no "
+         "--memory-cap, or 100%");
+  if (bytes < 1) fail(at, ": below 1 byte");
+  if (std::floor(bytes) != bytes) {
+    if (unit.empty())
+      fail(at, ": without a unit a number up to 1 is a fraction of the uncapped peak (0.5, or 50%) and one above 1 "
+           "a whole number of bytes: ", s, " is neither");
+    fail(at, ": not a whole number of bytes (", bytes, ")");
+  }
   cap.value = bytes;
   return cap;
 }

@@ -80,6 +80,9 @@ struct MemoryPlanOptions {
   std::vector<std::int64_t> host_capacity_bytes;  // per host; 0 or missing: unchecked
   std::string host_capacity_source = "its memory_capacity_bytes";  // what the error calls that capacity
   PrefetchRoom prefetch = PrefetchRoom::one_range;
+  // Per graph node: its name, so that an error names a task's node as the user wrote it
+  // ("graph node 2 'wq'"); empty (a task graph read from a file): numbers only.
+  std::vector<std::string> node_names;
 };
 
 struct MemoryPlanStats {
@@ -123,8 +126,11 @@ struct MemoryPlan {
 // peak as the simulator would count it.
 [[nodiscard]] std::vector<std::int64_t> timeline_peak_bytes(const TaskGraph& tg, const Timeline& tl);
 
-// --memory-cap: "BYTES" (a size: 4096, 2.5e9, 64MB, 1GiB) or "FRACTION" (a number in
-// (0, 1], or a percentage such as 50%) of the uncapped peak.
+// --memory-cap: "BYTES" or "FRACTION" of the uncapped peak (order_peak_bytes). Without a
+// unit a number is a FRACTION up to 1 (0.5; 1 is 100%) and a whole byte count above it
+// (4096, 2.5e9; 1.5 is an error, neither); with a unit it is BYTES (4096B, 64MB, 1GiB) or,
+// with %, a FRACTION (50%). Errors name `what`, the text and the rule it broke (a byte
+// count past 9e18 or a number past a double's range: too large).
 struct MemoryCap {
   bool fraction = false;
   double value = 0;  // bytes, or the fraction

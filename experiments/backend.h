@@ -17,13 +17,18 @@
 
 namespace tessel::cli {
 
-// --gpus, --moves, --comm-priority, --tf32 (ignored by the other backends).
+// --gpus, --moves, --comm-priority, --tf32: options of the CUDA backend.
 struct CudaCliOptions {
   int gpus = 0;
   std::string moves = "copy";
   std::string comm_priority;  // empty: normal (compare: and the machine's for the simulation)
   bool tf32 = false;
   void add(CLI::App& app);
+  // run and einsum: an Error naming the first of these options given on `cmd` with a
+  // backend other than cuda, where nothing uses it (as --copy-lane thread is refused off
+  // the cpu backend). compare does not call it: it simulates --comm-priority on every
+  // backend.
+  static void check_backend(const CLI::App& cmd, const std::string& backend);
 };
 
 // True when this build has the CUDA backend.

@@ -173,7 +173,10 @@ void add_compare(CLI::App& app) {
   cmd->add_option("-d,--devices", o->devices, "devices (default: the largest power of two <= the cores)")
       ->check(device_count());
   cmd->add_option("-s,--strategy", o->strategies, "comma-separated strategies")->capture_default_str();
-  cmd->add_option("--policy", o->policies, "comma-separated policies: async, bsp")->capture_default_str();
+  cmd->add_option("--policy", o->policies,
+                  "comma-separated policies: async, bsp (with --memory-cap the default is async alone: a capped graph "
+                  "cannot run under bsp, and --policy bsp with it is an error)")
+      ->capture_default_str();
   cmd->add_option("--backend", o->backend,
                   "cpu, cuda (GPUs: without -m calibrated once before the rounds; kernels profiled on the GPU, hot "
                   "only) or mpi (mpirun -np R tessel compare ... -m MACHINE.json from calibrate --backend mpi; "
@@ -223,7 +226,7 @@ void add_compare(CLI::App& app) {
           (void)parse_bytes(value);
           return std::string();
         } catch (const Error&) {
-          return "--cache-bytes '" + value + "': expected a whole number of bytes >= 1 (4096, 512KiB, 1MiB)";
+          return "'" + value + "': expected a whole number of bytes >= 1 (4096, 512KiB, 1MiB)";  // CLI11 names the option
         }
       });
   cmd->add_option("--seed", o->seed, "seed of the random inputs and of -s search")->capture_default_str();
@@ -231,7 +234,9 @@ void add_compare(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(1e-3, 1e6));
   cmd->add_option("--trace-dir", o->trace_dir, "write every simulated and measured timeline (Chrome trace) here");
-  add_memory_cap_option(*cmd, o->memory_cap);
+  add_memory_cap_option(*cmd, o->memory_cap,
+                        ". Planned once, with the one-range prefetch rule (simulate plans with each rule and keeps "
+                        "the fastest by simulation); without --policy, async alone is compared");
   add_offload_order_option(*cmd, o->offload_order, "; both the runs and their simulations take the fixed graph");
   add_copy_lane_option(*cmd, o->copy_lane,
                        "; simulated alike on a calibrated machine (host_copy_lane), as if each copy lane had a core of "
@@ -241,10 +246,10 @@ void add_compare(CLI::App& app) {
   cmd->footer(
       "Examples:\n  tessel compare                      (the X·Y·Z chain on the cores, 3 strategies, async against bsp)\n"
       "  tessel calibrate -d 2 -o cpu2.json && tessel compare -w ffn -d 2 -m cpu2.json --json\n"
-      "  tessel compare -w llama-block:model=tiny -d 2 --policy async --memory-cap 50%\n"
+      "  tessel compare -w llama-block:model=tiny -d 2 --memory-cap 50%   (async only)\n"
       "  tessel compare -w llama-block:model=tiny -d 2 --policy async --memory-cap 50% --offload-order fixed\n"
       "  tessel compare -w llama-block:model=tiny -d 1 --policy async --memory-cap 50% --copy-lane thread");
-  cmd->callback([o] {
+  cmd->callback([o, cmd] {
     const bool cuda = o->backend == "cuda";
     Graph g = o->graph.load();
     experiments::CompareOptions co;
@@ -258,6 +263,7 @@ void add_compare(CLI::App& app) {
     }
     co.strategies = split_list(o->strategies, "--strategy");
     co.policies = split_list(o->policies, "--policy");
+    co.policies_given = cmd->count("--policy") > 0;
     if (!o->machine.empty()) {
       co.machine = load_machine(o->machine);
       co.machine_name = o->machine;

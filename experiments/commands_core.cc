@@ -157,7 +157,8 @@ void add_einsum(CLI::App& app) {
   o->cuda.add(*cmd);
   cmd->add_flag("--json", o->json_out, "machine-readable report on stdout");
   cmd->footer("Example:\n  tessel einsum ij,jk->ik a.npy b.npy -o c.npy --devices 4 --parts i=2,k=2");
-  cmd->callback([o] {
+  cmd->callback([o, cmd] {
+    CudaCliOptions::check_backend(*cmd, o->backend);
     std::vector<Tensor> operands;
     for (const auto& f : o->files) operands.push_back(runtime::read_npy(f));
     DType dtype = DType::f32;
@@ -268,7 +269,9 @@ void add_run(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(1, kMaxRepeat));
   cmd->add_option("--trace", o->trace, "write the measured timeline (median run) as Chrome-trace JSON");
-  add_memory_cap_option(*cmd, o->memory_cap);
+  add_memory_cap_option(*cmd, o->memory_cap,
+                        ". Planned once, with the one-range prefetch rule (simulate plans with each rule and keeps "
+                        "the fastest by simulation); not with --collectives nodes");
   add_offload_order_option(*cmd, o->offload_order);
   add_copy_lane_option(*cmd, o->copy_lane);
   cmd->add_flag("--json", o->json_out, "machine-readable output");
@@ -277,7 +280,8 @@ void add_run(CLI::App& app) {
       "  tessel run -w llama-block:model=tiny -d 2 --memory-cap 50% --offload-order fixed\n"
       "  tessel run -w llama-block:model=tiny -d 1 --memory-cap 50% --copy-lane thread\n  tessel run -w chain:size=1024 -d 2 --policy bsp --repeat 5\n"
       "  tessel run -w llama-block:model=tiny -d 8 --backend block --json");
-  cmd->callback([o] {
+  cmd->callback([o, cmd] {
+    CudaCliOptions::check_backend(*cmd, o->backend);
     const OffloadOrder offload_order = parse_offload_order(o->offload_order);
     check_offload_order(offload_order, o->memory_cap);
     Graph g = o->graph.load();
@@ -293,8 +297,14 @@ void add_run(CLI::App& app) {
     std::optional<MemoryCapped> capped;
     if (!o->memory_cap.empty()) {
       check_memory_cap_policy(o->policy);
-      if (tg.has_collectives()) fail("--memory-cap: not with --collectives nodes yet (use --collectives moves)");
-      capped = cap_memory(tg, o->memory_cap, nullptr);
+      // simulate plans the rings it expands a collective node into; the executors run a
+      // node as one primitive (cpu) or as its moves (block, mpi, cuda), neither planned.
+      if (tg.has_collectives())
+        fail("--memory-cap: not with --collectives nodes yet: the executors run a collective node as one primitive "
+             "or as its moves, not as the ring `simulate` plans (use --collectives moves)");
+      capped = cap_memory(tg, o->memory_cap, nullptr, "one-range", {}, &g);
+      // On the cpu and block backends the devices' arenas are this machine's RAM too.
+      check_ram(*capped, o->backend != "cuda");
       apply_offload_order(*capped, offload_order);
       tg = std::move(capped->graph);
     }

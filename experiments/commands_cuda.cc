@@ -36,9 +36,20 @@ void CudaCliOptions::add(CLI::App& app) {
       ->check(CLI::IsMember({"copy", "nccl"}));
   app.add_option("--comm-priority", comm_priority,
                  "priority of the communication stream: normal (default) or high; --backend cuda creates the moves' "
-                 "stream with it, and compare also simulates with it (the machine's interference.comm_priority)")
+                 "stream with it, and compare also simulates with it (the machine's interference.comm_priority); "
+                 "run and einsum refuse it with any other backend")
       ->check(CLI::IsMember({"normal", "high"}));
   app.add_flag("--tf32", tf32, "--backend cuda: f32 contractions on tensor cores (TF32)");
+}
+
+void CudaCliOptions::check_backend(const CLI::App& cmd, const std::string& backend) {
+  if (backend == "cuda") return;
+  for (const char* name : {"--gpus", "--moves", "--tf32"})
+    if (cmd.count(name) > 0) fail(name, " applies to --backend cuda; the ", backend, " backend does not use it");
+  if (cmd.count("--comm-priority") > 0)
+    fail("--comm-priority applies to --backend cuda (the priority of its communication stream); the ", backend,
+         " backend has no such stream, so it would change nothing (simulate and compare take --comm-priority for "
+         "the simulated stream)");
 }
 
 #ifdef TESSEL_HAVE_CUDA

@@ -256,7 +256,7 @@ void run_simulate(const Opts& o) {
     check_memory_cap_policy(o.policy);
     uncapped = sim::simulate(tg, m, so);
     CappedSimulation run = simulate_capped(tg, o.memory_cap, m, so, o.prefetch.empty() ? "fastest" : o.prefetch,
-                                           offload_order);
+                                           offload_order, g.size() ? &g : nullptr);
     free_order_makespan_s = run.free_order_makespan_s;
     capped = std::move(run.capped);
     tg = std::move(capped->graph);
@@ -421,7 +421,9 @@ void add_sim_commands(CLI::App& app) {
   cmd->add_option("--trace-devices", o->trace_devices,
                   "with --trace: write only these devices' spans, e.g. 0-7,64 (numbers and inclusive ranges)");
   cmd->add_option("--write-machine", o->machine_out, "write the machine used as JSON");
-  add_memory_cap_option(*cmd, o->memory_cap);
+  add_memory_cap_option(*cmd, o->memory_cap,
+                        ". Planned with each prefetch rule and the plan that simulates fastest kept (--prefetch); "
+                        "with --collectives nodes the rings the collectives expand to are planned (run refuses that)");
   add_prefetch_option(*cmd, o->prefetch);
   add_offload_order_option(*cmd, o->offload_order,
                            ". With --prefetch fastest the plan is the one whose free order simulates fastest (as "

@@ -111,6 +111,10 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
   cli::check_offload_order(o.offload_order, o.memory_cap);
   std::vector<runtime::Policy> policies;
   for (const auto& p : o.policies) policies.push_back(runtime::parse_policy(p));
+  // The default list holds bsp, under which a capped graph cannot run: async alone (said
+  // once the plans have succeeded); a bsp the user asked for stays an error.
+  const bool async_only = !o.memory_cap.empty() && !o.policies_given;
+  if (async_only) policies = {runtime::Policy::async};
   if (o.backend != "cpu" && o.backend != "cuda" && o.backend != "mpi")
     fail("compare: unknown backend '", o.backend, "' (expected cpu, cuda or mpi)");
   const bool cuda = o.backend == "cuda";
@@ -198,11 +202,18 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
   if (!o.memory_cap.empty()) {
     for (runtime::Policy p : policies) cli::check_memory_cap_policy(runtime::to_string(p));
     for (std::size_t si = 0; si < graphs.size(); ++si) {
-      cli::MemoryCapped c = cli::cap_memory(graphs[si], o.memory_cap, o.machine ? &*o.machine : nullptr);
+      cli::MemoryCapped c =
+          cli::cap_memory(graphs[si], o.memory_cap, o.machine ? &*o.machine : nullptr, "one-range", {}, &g);
+      // The runs are on this machine whatever -m says: its RAM holds the host copies, and
+      // the devices' arenas too on the cpu backend.
+      cli::check_ram(c, !cuda);
       cli::apply_offload_order(c, o.offload_order);
       graphs[si] = std::move(c.graph);
       cap_stats[si] = cli::memory_cap_json(c);
     }
+    if (async_only)
+      std::fprintf(log, "tessel: note: --memory-cap: comparing the async policy only (evicts and loads follow memory, "
+                        "not bsp's phases; --policy bsp with a cap is an error)\n");
     res.memory_cap = json::array();
   }
   // Only once every input has been checked (the cap too): a refused command leaves no folder.
@@ -340,6 +351,13 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
   }
   if (cache_model && res.cache_model_bytes == 0)
     res.cache_model_bytes = round_machines.front().device_types.front().cache_capacity_bytes;
+  {  // every round's machine has the same interference settings: the options', or the machine's own
+    const Interference& im = round_machines.front().interference;
+    res.ready_order = std::string(sim::to_string(o.ready_order));
+    res.comm_priority = std::string(to_string(im.comm_priority));
+    res.comm_sms = im.comm_sms;
+    res.comm_mechanism = std::string(to_string(im.comm_mechanism));
+  }
   std::vector<CompareRounds> all;
   for (Row& row : plan_rows) {
     const TaskGraph& tg = *row.tg;
@@ -538,6 +556,10 @@ json compare_to_json(const CompareResult& res) {
           {"ranking", ranking_check},
           {"task_kinds", kinds},
           {"memory_cap", res.memory_cap},
+          {"ready_order", res.ready_order},
+          {"comm_priority", res.comm_priority},
+          {"comm_sms", res.comm_sms},
+          {"comm_mechanism", res.comm_mechanism},
           {"copy_lane", cli::copy_lane_json(res.backend, res.copy_lane)},
           {"copy_lane_cores_shared", res.backend == "cpu" ? json(res.copy_lane_cores_shared) : json(nullptr)},
           {"correct", res.correct}};

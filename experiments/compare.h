@@ -34,6 +34,9 @@ struct CompareOptions {
   cli::CudaCliOptions cuda;     // --backend cuda: GPUs, moves, stream priority, tf32
   std::vector<std::string> strategies{"eindecomp", "data-parallel", "megatron"};
   std::vector<std::string> policies{"async", "bsp"};
+  // False: `policies` is the default list, which a memory cap narrows to async (bsp cannot
+  // run a capped graph) with a note on the log; true: as given (bsp with a cap: an error).
+  bool policies_given = true;
   std::optional<Machine> machine;  // none: calibrate here, one round before each timed round
   std::string machine_name;        // for reports: the file it came from
   std::string network = "flow";
@@ -127,6 +130,13 @@ struct CompareResult {
   // measured (median round); null without one.
   nlohmann::json memory_cap;
   runtime::CopyLane copy_lane = runtime::CopyLane::worker;  // meaningful with the cpu backend only
+  // The overlap settings the simulation ran with (--ready-order, and the machine's
+  // interference after --comm-priority, --comm-sms, --comm-mechanism), in simulate's JSON
+  // names and spellings.
+  std::string ready_order = "longest-path";
+  std::string comm_priority = "normal";
+  int comm_sms = 0;
+  std::string comm_mechanism = "sm-kernels";
   // The copy lanes (thread) time-share the workers' cores (fewer than 2 x devices): the
   // simulation still gives each its own core.
   bool copy_lane_cores_shared = false;

@@ -9,16 +9,23 @@
 
 #include "core/error.h"
 #include "experiments/cli.h"
+#include "runtime/cpu_arena.h"
 
 namespace tessel::cli {
 
-void add_memory_cap_option(CLI::App& cmd, std::string& text) {
+void add_memory_cap_option(CLI::App& cmd, std::string& text, const std::string& extra) {
   cmd.add_option("--memory-cap", text,
-                 "bound every device's memory: BYTES (4096, 2.5e9, 64MB, 1GiB) or a FRACTION of the uncapped peak "
-                 "(0.5, 50%); evicts buffers to host memory and loads them back (async policy only)")
+                 "bound every device's memory, evicting buffers to host memory and loading them back (async policy "
+                 "only). BYTES: a size with a unit (4096B, 64MB, 1GiB) or a whole number above 1 without one (4096, "
+                 "2.5e9). FRACTION: a number up to 1 without a unit (0.5; 1 is 100%) or a percentage (50%) of each "
+                 "device's uncapped peak as the planner counts it, tasks one at a time in its order (the JSON's "
+                 "memory_cap.uncapped_peak_bytes; order_peak_bytes in core/memory_plan.h), which is not the peak "
+                 "simulate reports (the async simulation runs devices ahead and holds more). Without a unit a number above 1 that is not "
+                 "whole (1.5, 2.5) is neither, and an error" +
+                     extra)
       ->check([](const std::string& value) {
         try {
-          (void)parse_memory_cap(value, "--memory-cap");
+          (void)parse_memory_cap(value, "");  // CLI11 puts the option's name before the message
           return std::string();
         } catch (const Error& e) {
           return std::string(e.what());
@@ -30,7 +37,8 @@ void add_prefetch_option(CLI::App& cmd, std::string& text) {
   cmd.add_option("--prefetch", text,
                  "with --memory-cap: the room a prefetched load leaves for the buffers ahead: one-range, packed, "
                  "dry-run, or fastest (the default: plans and simulates with each rule and keeps the fastest, about three "
-                 "times the work of one rule; memory_cap.memory_plan_wall_s reports the planning time)")
+                 "times the work of one rule; memory_cap.memory_plan_wall_s reports the planning time). run and compare, "
+                 "which do not simulate each plan, plan with one-range")
       ->check(CLI::IsMember({"one-range", "packed", "dry-run", "fastest"}));
 }
 
@@ -110,14 +118,43 @@ bool copy_lane_cores_shared(runtime::CopyLane lane, int devices) {
   return lane == runtime::CopyLane::thread && devices > 0 && runtime::copy_lane_core(devices, devices - 1) < 0;
 }
 
-namespace {
-
 std::int64_t physical_memory_bytes() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   return pages > 0 && page > 0 ? static_cast<std::int64_t>(pages) * page : 0;  // 0: unknown, unchecked
 }
 
+namespace {
+
+template <class T>
+std::int64_t arena_bytes(const TaskGraph& tg, bool devices_in_ram) {
+  const runtime::ArenaLayout a = runtime::arena_layout<T>(tg);
+  std::int64_t elements = 0;
+  for (std::int64_t e : a.host_elements) elements += e;
+  if (devices_in_ram)
+    for (std::int64_t e : a.device_elements) elements += e;
+  return elements * static_cast<std::int64_t>(sizeof(T));
+}
+
 }  // namespace
+
+std::int64_t ram_bytes(const MemoryCapped& c, bool devices_in_ram) {
+  const bool f64 = std::any_of(c.graph.buffers.begin(), c.graph.buffers.end(),
+                               [](const Buffer& b) { return b.dtype == DType::f64; });
+  return f64 ? arena_bytes<double>(c.graph, devices_in_ram) : arena_bytes<float>(c.graph, devices_in_ram);
+}
+
+void check_ram(const MemoryCapped& c, bool devices_in_ram, std::int64_t physical_bytes) {
+  if (physical_bytes <= 0) return;
+  const std::int64_t need = ram_bytes(c, devices_in_ram);
+  if (need <= physical_bytes) return;
+  const std::int64_t host = ram_bytes(c, false);
+  if (devices_in_ram)
+    fail("--memory-cap: running the capped graph here needs ", need, " bytes of this machine's RAM (", need - host,
+         " for the devices' arenas, which are this machine's memory on this backend, and ", host,
+         " for the host copies), more than its physical memory (", physical_bytes, " bytes)");
+  fail("--memory-cap: running the capped graph here needs ", need,
+       " bytes of this machine's RAM for the host copies, more than its physical memory (", physical_bytes, " bytes)");
+}
 
 void check_prefetch(const std::string& prefetch) {
   if (prefetch == "fastest") return;
@@ -127,12 +164,14 @@ void check_prefetch(const std::string& prefetch) {
 }
 
 MemoryCapped cap_memory(const TaskGraph& tg, const std::string& text, const Machine* machine, const std::string& prefetch,
-                        const std::function<double(const TaskGraph&)>& makespan_of) {
+                        const std::function<double(const TaskGraph&)>& makespan_of, const Graph* graph) {
   const MemoryCap cap = parse_memory_cap(text, "--memory-cap");
   MemoryCapped out;
   out.cap_bytes = cap.bytes_for(order_peak_bytes(tg));
   MemoryPlanOptions po;
   po.capacity_bytes = out.cap_bytes;
+  if (graph)
+    for (const Node& n : graph->nodes()) po.node_names.push_back(n.name);
   if (machine) {
     for (int d = 0; d < tg.num_devices; ++d) po.host_of.push_back(machine->devices.at(static_cast<std::size_t>(d)).host);
     for (const Host& h : machine->hosts) po.host_capacity_bytes.push_back(h.memory_capacity_bytes);
@@ -188,7 +227,8 @@ MemoryCapped cap_memory(const TaskGraph& tg, const std::string& text, const Mach
 }
 
 CappedSimulation simulate_capped(const TaskGraph& tg, const std::string& cap, const Machine& m,
-                                 const sim::SimOptions& so, const std::string& prefetch, OffloadOrder order) {
+                                 const sim::SimOptions& so, const std::string& prefetch, OffloadOrder order,
+                                 const Graph* graph) {
   CappedSimulation out;
   auto simulate = [&](const TaskGraph& g) {
     sim::SimResult r = sim::simulate(g, m, so);
@@ -203,7 +243,7 @@ CappedSimulation simulate_capped(const TaskGraph& tg, const std::string& cap, co
     const double s = run.makespan_s;
     if (!fastest || s < fastest->makespan_s) fastest = std::move(run);
     return s;
-  });
+  }, graph);
   if (order == OffloadOrder::fixed) {
     out.free_order_makespan_s = fastest ? fastest->makespan_s : simulate(out.capped.graph).makespan_s;
     fastest.reset();  // the fixed-order graph is simulated below

@@ -15,6 +15,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "core/graph.h"
 #include "core/machine.h"
 #include "core/memory_plan.h"
 #include "core/task_graph.h"
@@ -24,7 +25,9 @@
 
 namespace tessel::cli {
 
-void add_memory_cap_option(CLI::App& cmd, std::string& text);
+// --memory-cap BYTES|FRACTION (parse_memory_cap, core/memory_plan.h). `extra`: what the
+// command adds (how it chooses the prefetch rule).
+void add_memory_cap_option(CLI::App& cmd, std::string& text, const std::string& extra = "");
 // --prefetch one-range|packed|dry-run|fastest (simulate): the prefetch rule of the memory
 // plan (PrefetchRoom, core/memory_plan.h); fastest, the default, plans with each and keeps
 // the one whose capped graph simulates fastest.
@@ -93,17 +96,31 @@ void check_prefetch(const std::string& prefetch);
 // rule whose plan throws an Error is skipped with a warning on stderr (`skipped`), and
 // when every rule fails the first rule's error is thrown.
 // With a machine, its hosts' RAM bounds what may be evicted (Host::memory_capacity_bytes);
-// without one (an executor on this machine), this machine's physical memory does.
-// Errors name --memory-cap (or --prefetch).
+// without one (an executor on this machine), this machine's physical memory does (see
+// check_ram too). `graph` (the graph `tg` was lowered from; null for a task graph read
+// from a file) names the graph nodes in errors. Errors name --memory-cap (or --prefetch).
 [[nodiscard]] MemoryCapped cap_memory(const TaskGraph& tg, const std::string& text, const Machine* machine,
                                       const std::string& prefetch = "one-range",
-                                      const std::function<double(const TaskGraph&)>& makespan_of = {});
+                                      const std::function<double(const TaskGraph&)>& makespan_of = {},
+                                      const Graph* graph = nullptr);
+
+// The bytes of this machine's RAM that running `c.graph` here takes: the host arenas of
+// its evicted copies and host-resident inputs and, with `devices_in_ram` (the cpu and
+// block backends, whose device memory is this machine's RAM too), every device's arena —
+// as the CPU executor sizes them (runtime/cpu_arena.h: f32 computed as float, f16 and
+// bf16 as float too, so twice their planned bytes; double where a buffer is f64).
+[[nodiscard]] std::int64_t ram_bytes(const MemoryCapped& c, bool devices_in_ram);
+// This machine's physical memory in bytes (0: unknown).
+[[nodiscard]] std::int64_t physical_memory_bytes();
+// run and compare, before running the capped graph here: an Error naming --memory-cap and
+// the bytes when ram_bytes(c, devices_in_ram) exceeds `physical_bytes` (0: unchecked).
+void check_ram(const MemoryCapped& c, bool devices_in_ram, std::int64_t physical_bytes = physical_memory_bytes());
 
 // simulate's --memory-cap, shared with sweep's capped points: `tg` planned under `cap` by
 // cap_memory() on machine `m` with the rule `prefetch` (with "fastest", each rule's graph
 // simulated in free order with `so` and the fastest kept), put in `order`
 // (apply_offload_order) and simulated. A run already simulated while choosing the rule is
-// not simulated again.
+// not simulated again. `graph`, where given, names its nodes in the planner's errors.
 struct CappedSimulation {
   MemoryCapped capped;  // the plan kept; `capped.graph` is the graph `result` ran
   sim::SimResult result;
@@ -112,7 +129,7 @@ struct CappedSimulation {
 };
 [[nodiscard]] CappedSimulation simulate_capped(const TaskGraph& tg, const std::string& cap, const Machine& m,
                                                const sim::SimOptions& so, const std::string& prefetch,
-                                               OffloadOrder order);
+                                               OffloadOrder order, const Graph* graph = nullptr);
 
 // memory_cap_bytes, uncapped_peak_bytes, planned_peak_bytes (per device; uncapped: tasks
 // one at a time in the planner's order), evicts, loads, drops, host_inputs, bytes_evicted, bytes_loaded,

@@ -87,7 +87,7 @@ void simulate_point(const SweepPoint& p, TaskGraph tg, const Machine& m, SweepOu
   if (!p.memory_cap.empty()) {  // as simulate plans it: each prefetch rule, the fastest kept
     cli::check_memory_cap_fusion(p.fuse_collectives, cap_name(p));
     cli::CappedSimulation run =
-        cli::simulate_capped(tg, p.memory_cap, m, so, "fastest", cli::parse_offload_order(p.offload_order));
+        cli::simulate_capped(tg, p.memory_cap, m, so, "fastest", cli::parse_offload_order(p.offload_order), &g);
     record_plan(run.capped, o);
     o.tasks = run.capped.graph.size();
     o.sim_wall_s = run.sim_wall_s;

@@ -11,7 +11,8 @@
 // decomposition for 4 devices runs (and is timed) on one GPU without being 4x faster.
 //
 // Per logical device: a compute stream (input, compute and output tasks), a copy stream
-// (touches, evicts and loads) and a communication stream (moves), the latter created with the priority
+// (touches), two host streams (evicts on host_out, loads on host_in: one per direction of
+// the host link) and a communication stream (moves), the latter created with the priority
 // CudaOptions::comm_priority asks for (cudaStreamCreateWithPriority), and a cuBLAS handle.
 // Streams, handles, compiled kernels and NCCL communicators live as long as the executor.
 //
@@ -47,8 +48,9 @@
 // each logical device's buffers sit at the offsets plan_memory() gave them in a range of
 // the planned size (buffers whose ranges overlap are never live at once), host buffers
 // in page-locked host memory (cudaMallocHost, one block per device, freed with the run);
-// evicts and loads are whole-buffer cudaMemcpyAsync between the two on the device's copy
-// stream (the simulator's copy lane); an accumulator (or, under poison, any buffer a
+// evicts and loads are whole-buffer cudaMemcpyAsync between the two, evicts on the
+// device's host_out stream and loads on its host_in stream (one per direction of the host
+// link, as the simulator runs them: sim/offload.h); an accumulator (or, under poison, any buffer a
 // compute or touch writes) is filled on its first writer's stream right before it in
 // issue order, not before the clock, since its range holds other buffers before; input
 // blocks that start in host memory are copied into it before the clock; output tasks copy

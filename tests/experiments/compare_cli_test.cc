@@ -197,7 +197,8 @@ TEST(CompareCli, CacheBytesSetsTheCacheModelsCapacity) {
   EXPECT_NE(r.out.find("cache model of 512.00 KiB per worker"), std::string::npos) << r.out;
   r = run_tessel("compare -w chain:size=32 -d 2 --cache-bytes 0");
   EXPECT_EQ(r.status, 2);
-  EXPECT_NE(r.err.find("--cache-bytes '0'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("tessel: error: --cache-bytes: '0': expected a whole number"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("--cache-bytes: --cache-bytes"), std::string::npos) << r.err;  // the option named once
   for (const char* off : {"--no-cache-model", "--compute-model analytic"}) {
     r = run_tessel(std::string("compare -w chain:size=32 -d 2 --repeat 1 --cache-bytes 4096 ") + off);
     EXPECT_EQ(r.status, 1) << off;

@@ -58,6 +58,9 @@ TEST_F(EinsumCli, OutputIndexMissingFromInputs) { expect_rejected("'ij,jk->iz' "
 TEST_F(EinsumCli, TooManyParts) { expect_rejected("'ij,jk->ik' " + a_ + " " + b_ + " --parts i=9", "cannot be split into 9"); }
 TEST_F(EinsumCli, UnknownPartLetter) { expect_rejected("'ij,jk->ik' " + a_ + " " + b_ + " --parts q=2", "'q' is not an index"); }
 TEST_F(EinsumCli, UnknownAggregation) { expect_rejected("'ij,jk->ik' " + a_ + " " + b_ + " --agg avg", "unknown aggregation 'avg'"); }
+TEST_F(EinsumCli, CommPriorityOffTheCudaBackend) {
+  expect_rejected("'ij,jk->ik' " + a_ + " " + b_ + " --comm-priority high", "--comm-priority applies to --backend cuda");
+}
 TEST_F(EinsumCli, BadJoinFunction) { expect_rejected("'ij,jk->ik' " + a_ + " " + b_ + " --join 'foo(x0)'", "unknown function 'foo'"); }
 
 TEST_F(EinsumCli, TruncatedNpy) {
@@ -129,6 +132,22 @@ TEST(RunCli, ChecksAgainstTheReferenceOnEveryWorkloadAndBackend) {
       ASSERT_EQ(r.status, 0) << w << " " << backend << ": " << r.err;
       EXPECT_TRUE(nlohmann::json::parse(r.out)["pass"].get<bool>()) << w;
     }
+}
+
+// The CUDA backend's options change nothing on the others: refused, naming the option,
+// as --copy-lane thread is off the cpu backend.
+TEST(RunCli, CudaOptionsWithAnotherBackendAreRefused) {
+  for (const std::string backend : {"cpu", "block"})
+    for (const std::string option : {"--comm-priority high", "--comm-priority normal", "--gpus 1", "--moves nccl",
+                                     "--tf32"}) {
+      auto r = run_tessel("run -w chain:size=32 -d 2 --backend " + backend + " " + option);
+      EXPECT_EQ(r.status, 1) << backend << " " << option << ": " << r.output();
+      const std::string name = option.substr(0, option.find(' '));
+      EXPECT_NE(r.err.find("tessel: error: " + name + " applies to --backend cuda"), std::string::npos) << r.err;
+      EXPECT_EQ(r.out, "") << option;
+    }
+  auto ok = run_tessel("run -w chain:size=32 -d 2 --json");
+  EXPECT_EQ(ok.status, 0) << ok.err;
 }
 
 TEST(WorkloadsCli, ListsTheBuiltInWorkloadsAsJson) {

@@ -99,6 +99,99 @@ TEST(MemoryCapCli, ImpossibleCapsAndBspAreRefused) {
   EXPECT_NE(bad.output().find("--memory-cap"), std::string::npos) << bad.output();
 }
 
+// Errors say what is wrong once: the graph node's name beside its number, the option's
+// name once (CLI11 puts it before the message; it was doubled), and a value past 9e18
+// bytes (or a double's range) is too large, not a malformed byte count.
+TEST(MemoryCapCli, ErrorsNameTheNodeAndTheRuleBroken) {
+  auto small = tessel::testing::run_tessel("simulate -w llama-block:model=tiny -d 1 -m cpu:1 --memory-cap 100");
+  EXPECT_EQ(small.status, 1) << small.output();
+  EXPECT_NE(small.err.find("(input of graph node 0 'x', block 0)"), std::string::npos) << small.err;
+  struct Case {
+    const char* value;
+    const char* says;
+  };
+  for (const Case& c : {Case{"0", "'0': a fraction of the uncapped peak must be in (0, 1]"},
+                        Case{"1e99", "'1e99': too large"}, Case{"1e999", "'1e999': too large"},
+                        Case{"99999999999999999999999TiB", "'99999999999999999999999TiB': too large"},
+                        Case{"1.5", "'1.5': without a unit a number up to 1 is a fraction"},
+                        Case{"0.5B", "'0.5B': below 1 byte"}}) {
+    for (const char* cmd : {"simulate -w chain:size=64 -d 2 -m cpu:2", "run -w chain:size=64 -d 2"}) {
+      auto r = tessel::testing::run_tessel(std::string(cmd) + " --memory-cap " + c.value);
+      EXPECT_EQ(r.status, 2) << c.value << ": " << r.output();  // a malformed value on the command line
+      EXPECT_NE(r.err.find(std::string("tessel: error: --memory-cap: ") + c.says), std::string::npos) << r.err;
+      EXPECT_EQ(r.err.find("--memory-cap: --memory-cap"), std::string::npos) << r.err;
+      EXPECT_EQ(r.err.find("whole number of bytes >= 2"), std::string::npos) << r.err;
+    }
+  }
+}
+
+// The help says where fractions end and byte counts begin, what the fraction is of, and
+// how each command chooses the prefetch rule.
+TEST(MemoryCapCli, HelpSaysWhatTheCapIsOfAndHowEachCommandPlans) {
+  for (const char* cmd : {"simulate", "run", "compare"}) {
+    auto r = tessel::testing::run_tessel(std::string(cmd) + " --help");
+    ASSERT_EQ(r.status, 0) << r.output();
+    for (const char* says : {"1 is 100%", "a whole number above 1", "(1.5, 2.5) is neither", "tasks one at a time",
+                             "order_peak_bytes", "not the peak simulate reports"})
+      EXPECT_NE(r.out.find(says), std::string::npos) << cmd << ": " << says;
+    const bool simulate = std::string(cmd) == "simulate";
+    EXPECT_EQ(r.out.find("Planned once, with the one-range prefetch rule") != std::string::npos, !simulate) << cmd;
+    EXPECT_EQ(r.out.find("the plan that simulates fastest kept") != std::string::npos, simulate) << cmd;
+  }
+}
+
+// --collectives nodes: simulate expands each collective node into the ring it simulates
+// before planning, so the plan covers every buffer the ring uses and the cap holds; run
+// refuses (its executors run a node as one primitive or as its moves, neither planned).
+TEST(MemoryCapCli, SimulatePlansTheRingsOfCollectiveNodesAndRunRefusesThem) {
+  const std::string graph = "-w llama-block -d 4 -s megatron --collectives nodes --memory-cap 50%";
+  auto sim = tessel::testing::run_tessel("simulate -m h100-sxm-8 --json " + graph);
+  ASSERT_EQ(sim.status, 0) << sim.output();
+  const auto j = nlohmann::json::parse(sim.out);
+  const auto& mc = j["memory_cap"];
+  EXPECT_GT(mc["loads"].get<std::int64_t>(), 0);
+  for (std::size_t d = 0; d < 4; ++d)
+    EXPECT_LE(j["devices"][d]["peak_memory_bytes"].get<std::int64_t>(), mc["memory_cap_bytes"][d].get<std::int64_t>())
+        << d;
+  // The rings, not moves: the same graph as moves has other tasks.
+  auto moves = tessel::testing::run_tessel("simulate -m h100-sxm-8 --json -w llama-block -d 4 -s megatron "
+                                           "--collectives moves --memory-cap 50%");
+  ASSERT_EQ(moves.status, 0) << moves.output();
+  EXPECT_NE(nlohmann::json::parse(moves.out)["tasks"], j["tasks"]);
+  auto run = tessel::testing::run_tessel("run " + graph);
+  EXPECT_EQ(run.status, 1) << run.output();
+  EXPECT_NE(run.err.find("tessel: error: --memory-cap: not with --collectives nodes yet: the executors run a "
+                         "collective node as one primitive or as its moves"),
+            std::string::npos)
+      << run.err;
+}
+
+// compare's default policies hold bsp, which cannot run a capped graph: with a cap and no
+// --policy it compares async alone and says so once; --policy bsp with a cap stays an error.
+TEST(MemoryCapCli, CompareWithACapAndNoPolicyComparesAsyncAlone) {
+  const auto machine = std::filesystem::temp_directory_path() / ("tessel_memcap_cpu2_" + std::to_string(::getpid()) + ".json");
+  ASSERT_EQ(tessel::testing::run_tessel("simulate -w chain:size=64 -d 2 -m cpu:2 --write-machine " + machine.string()).status, 0);
+  const std::string cmd = "compare -w llama-block:model=tiny -d 2 -s eindecomp,data-parallel --memory-cap 50% --repeat 1 "
+                          "--warmup 0 --compute-model analytic --json -m " + machine.string();
+  auto r = tessel::testing::run_tessel(cmd);
+  auto bsp = tessel::testing::run_tessel(cmd + " --policy bsp");
+  auto both = tessel::testing::run_tessel(cmd + " --policy async,bsp");
+  std::filesystem::remove(machine);
+  ASSERT_EQ(r.status, 0) << r.output();
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["rows"].size(), 2u) << r.out;
+  for (const auto& row : j["rows"]) EXPECT_EQ(row["policy"], "async") << row.dump();
+  const std::string note = "tessel: note: --memory-cap: comparing the async policy only";
+  const auto first = r.err.find(note);
+  EXPECT_NE(first, std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(note, first + 1), std::string::npos) << r.err;  // once, not per strategy
+  for (const auto* refused : {&bsp, &both}) {
+    EXPECT_EQ(refused->status, 1) << refused->output();
+    EXPECT_NE(refused->err.find("--memory-cap needs --policy async"), std::string::npos) << refused->err;
+    EXPECT_EQ(refused->err.find(note), std::string::npos) << refused->err;
+  }
+}
+
 // A host whose RAM cannot hold what must be evicted: exit 1, naming the host and the bytes.
 TEST(MemoryCapCli, HostWithoutRoomIsRefused) {
   const auto dir = std::filesystem::temp_directory_path() / ("tessel_memcap_" + std::to_string(::getpid()));

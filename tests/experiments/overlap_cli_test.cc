@@ -98,6 +98,46 @@ TEST(OverlapCli, CommSmsAboveTheDeviceIsAClearErrorAndLeavesNoFile) {
   std::filesystem::remove(machine);
 }
 
+// compare takes the overlap options for its simulation and echoes them under simulate's
+// names; the simulated makespan moves with them as simulate's does. Directions only (the
+// reserved-SM model may change): 16 SMs reserved against the preset's default, high
+// priority against normal with no SM reserved.
+TEST(OverlapCli, CompareEchoesTheOverlapOptionsAndItsSimulationMovesWithThem) {
+  const auto machine = temp_path("tessel_overlap_compare_h100.json");
+  ASSERT_EQ(run_tessel("simulate -m h100-sxm-8 --collective allreduce --bytes 1MB -d 2 --write-machine " +
+                       machine.string()).status,
+            0);
+  const std::string compare = "compare -w chain:size=512 -d 8 -s eindecomp --policy async -m " + machine.string() +
+                              " --compute-model analytic --repeat 1 --warmup 0 --json ";
+  auto simulated = [&](const std::string& extra, nlohmann::json* out) {
+    auto r = run_tessel(compare + extra);
+    EXPECT_EQ(r.status, 0) << extra << "\n" << r.err;
+    if (r.status != 0) return -1.0;
+    *out = nlohmann::json::parse(r.out);
+    return (*out)["rows"][0]["simulated_s"].get<double>();
+  };
+  nlohmann::json base, reserved, normal, high;
+  const double t_base = simulated("", &base);
+  const double t_reserved = simulated("--comm-sms 16", &reserved);
+  const double t_normal = simulated("--comm-priority normal --comm-sms 0", &normal);
+  const double t_high = simulated("--comm-priority high --comm-sms 0", &high);
+  std::filesystem::remove(machine);
+  EXPECT_LT(t_reserved, t_base);
+  EXPECT_LT(t_high, t_normal);
+  EXPECT_EQ(base["comm_priority"], "normal");
+  EXPECT_EQ(base["ready_order"], "longest-path");
+  EXPECT_EQ(reserved["comm_sms"], 16);
+  EXPECT_EQ(high["comm_priority"], "high");
+  EXPECT_EQ(high["comm_sms"], 0);
+  EXPECT_EQ(high["comm_mechanism"], base["comm_mechanism"]);
+  // The same names and spellings as simulate's JSON.
+  auto sim = run_tessel("simulate -w chain:size=512 -d 8 -s eindecomp -m h100-sxm-8 --json --comm-priority high "
+                        "--comm-sms 0");
+  ASSERT_EQ(sim.status, 0) << sim.err;
+  const auto sj = nlohmann::json::parse(sim.out);
+  for (const char* key : {"ready_order", "comm_priority", "comm_sms", "comm_mechanism"}) EXPECT_EQ(high[key], sj[key]) << key;
+}
+
 TEST(OverlapCli, FuseCollectivesShortensGemmAllToAllAndWarnsWhereNothingFuses) {
   const std::string gemm =
       "simulate -w gemm-alltoall:tokens=4096,dim=4096,out=4096,dtype=bf16 -d 8 -m h100-sxm-8 "

@@ -645,6 +645,24 @@ def cli_cases(rng):
                       ["compare", "-w", "chain:size=8", "-d", "1", "--repeat", "1", "--policy", "async", "--backend",
                        "cuda", "--memory-cap", "50%", "--copy-lane", "thread", "--trace-dir", "traces"], {}, "error",
                       outputs=("traces",)))
+    # --memory-cap values: malformed, out of range (too large, not a "whole number" error) or
+    # neither a fraction nor a byte count; all refused on the command line, no file left.
+    for i, v in enumerate(["0", "-1", "150%", "0%", "1e99", "1e999", "1e-999", "1.5", "2.5B", "0.5B", "nan", "inf",
+                           "99999999999999999999999TiB", "12XB", "", "abc"]):
+        cases.append(Case(f"cli/memory-cap-value-{i:02d}", ["simulate", "-w", "chain:size=8", "-d", "2", "-m", "cpu:2",
+                                                             "--memory-cap", v, "--trace", "t.json"], {}, "error",
+                          outputs=("t.json",)))
+    # The CUDA backend's options with another backend change nothing: refused by run and einsum.
+    for i, opt in enumerate([["--comm-priority", "high"], ["--comm-priority", "normal"], ["--gpus", "1"],
+                             ["--moves", "nccl"], ["--tf32"]]):
+        for backend in ("cpu", "block"):
+            cases.append(Case(f"cli/run-cuda-option-{i:02d}-{backend}", ["run", "-w", "chain:size=8", "-d", "1",
+                                                                         "--backend", backend, "--trace", "t.json"] + opt,
+                              {}, "error", outputs=("t.json",)))
+    # compare: a cap with an explicit bsp policy stays an error (without --policy: async alone).
+    cases.append(Case("cli/memory-cap-compare-policy-bsp",
+                      ["compare", "-w", "chain:size=8", "-d", "1", "--repeat", "1", "--memory-cap", "50%", "--policy",
+                       "bsp", "--trace-dir", "traces"], {}, "error", outputs=("traces",)))
     cases.append(Case("cli/collective-d-9-on-8", ["simulate", "--collective", "allreduce", "--bytes", "1MiB", "-d", "9",
                                                   "-m", "h100-sxm-8"], {}, "error"))
     presets = ["cpu:0", "cpu:-1", "cpu:99999999", "cpu:2147483648", "cpu:abc", "cpu:", "cpu:1.5", "h100", "H100-SXM-8",
