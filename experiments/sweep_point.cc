@@ -42,7 +42,7 @@ void record_plan(const cli::MemoryCapped& c, SweepOutcome& o) {
 // bounded by this machine's RAM) with evicts and loads on the workers.
 void run_on_cpu(const SweepPoint& p, const Graph& g, TaskGraph tg, SweepOutcome& o) {
   if (!p.memory_cap.empty()) {
-    cli::MemoryCapped c = cli::cap_memory(tg, p.memory_cap, nullptr);
+    cli::MemoryCapped c = cli::cap_memory(tg, p.memory_cap, nullptr, "one-range", {}, &g);
     cli::apply_offload_order(c, cli::parse_offload_order(p.offload_order));
     record_plan(c, o);
     tg = std::move(c.graph);
@@ -76,7 +76,7 @@ void run_on_cpu(const SweepPoint& p, const Graph& g, TaskGraph tg, SweepOutcome&
   o.peak_memory_bytes = 0;  // not measured by the CPU backend
 }
 
-void simulate_point(const SweepPoint& p, TaskGraph tg, const Machine& m, SweepOutcome& o) {
+void simulate_point(const SweepPoint& p, const Graph& g, TaskGraph tg, const Machine& m, SweepOutcome& o) {
   if (tg.num_devices > m.num_devices())
     fail("the decomposition uses ", tg.num_devices, " devices but machine '", p.machine, "' has ", m.num_devices());
   sim::SimOptions so;
@@ -138,7 +138,7 @@ SweepOutcome run_sweep_point(const SweepPoint& p) {
     if (p.backend == "cpu")
       run_on_cpu(p, g, std::move(tg), o);
     else
-      simulate_point(p, std::move(tg), m, o);
+      simulate_point(p, g, std::move(tg), m, o);
   } catch (const std::exception& e) {
     o = SweepOutcome{};
     o.error = e.what();
