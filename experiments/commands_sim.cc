@@ -287,10 +287,8 @@ void run_simulate(const Opts& o) {
   j["fused_kernels"] = fused;
   if (so.interference && !m.device_types.empty()) {
     const SlowdownFactors f = m.interference.resolve(m.device_types[0].sm_count);
-    j["compute_slowdown"] = f.compute_slowdown;  // while both run, on top of the occupancy factor
+    j["compute_slowdown"] = f.compute_slowdown;
     j["comm_slowdown"] = f.comm_slowdown;
-    // The reserved SMs' cost: every compute kernel on the SMs left, overlapped or not.
-    j["compute_occupancy_slowdown"] = m.interference.compute_occupancy_slowdown(m.device_types[0].sm_count);
     j["interference_source"] = f.source;
   }
   if (capped) {
@@ -338,14 +336,10 @@ void run_simulate(const Opts& o) {
               m.num_devices(), o.network.c_str(), o.policy.c_str(), so.interference ? "" : ", no interference");
   if (so.interference && !m.device_types.empty()) {
     const SlowdownFactors f = m.interference.resolve(m.device_types[0].sm_count);
-    const double occupancy = m.interference.compute_occupancy_slowdown(m.device_types[0].sm_count);
-    char always[96] = "";
-    if (occupancy != 1.0)
-      std::snprintf(always, sizeof always, "; compute x%.3g throughout on the SMs left", occupancy);
     std::printf("  overlap       comm %s, %s priority, %d SMs reserved: compute x%.3g, comm x%.3g while both run%s\n",
                 std::string(to_string(m.interference.comm_mechanism)).c_str(),
                 std::string(to_string(m.interference.comm_priority)).c_str(), m.interference.comm_sms,
-                f.compute_slowdown, f.comm_slowdown, always);
+                f.compute_slowdown, f.comm_slowdown, "");
   }
   if (fused > 0)
     std::printf("  fused         %d GEMMs send their output in %d tiles as they finish (comm occupancy %.3g)\n", fused,

@@ -55,8 +55,6 @@ TEST(OverlapCli, PriorityReservedSmsAndCopyEnginesShortenAnOverlappedRun) {
   EXPECT_EQ(j["comm_priority"], "high");
   EXPECT_EQ(j["comm_sms"], 16);
   EXPECT_DOUBLE_EQ(j["comm_slowdown"].get<double>(), 1.28);
-  // Compute on the 116 SMs of 132 left, for every kernel, beside the factor while both run.
-  EXPECT_DOUBLE_EQ(j["compute_occupancy_slowdown"].get<double>(), 132.0 / 116.0);
   EXPECT_NE(j["interference_source"].get<std::string>().find("arXiv"), std::string::npos);
 }
 
