@@ -44,27 +44,7 @@ Interference Interference::none() {
   return f;
 }
 
-double Interference::compute_occupancy_slowdown(int sm_count) const {
-  if (comm_sms <= 0 || sm_count <= comm_sms) return 1.0;
-  return static_cast<double>(sm_count) / static_cast<double>(sm_count - comm_sms);
-}
-
-// Why the rows are chosen so (the model in core/machine.h, Interference):
-//  - Without SMs reserved, SM copy kernels and compute kernels draw thread blocks onto the
-//    same SMs; the stream priority decides which side's blocks get the SMs that free up,
-//    so the high row trades compute speed for communication speed (1.40 / 1.71 against
-//    1.189 / 2.98).
-//  - With r SMs reserved, compute is confined to the other S − r SMs all the time
-//    (compute_occupancy_slowdown(), applied by the simulator to the kernel's whole
-//    duration), and the communication kernels run on SMs no compute block can take. What
-//    is left to share is memory bandwidth, the situation of a copy engine: communication
-//    gets the copy-engine row's factor. The priority's lever — which blocks get a free SM
-//    first — has nothing to act on, so it changes nothing beyond what the copy-engine
-//    rows of the two priorities say (equal in the published defaults). Before, the high
-//    row's compute factor (SMs lost to communication blocks) was kept while communication
-//    had SMs of its own, and high + reserved came out slower than reserved alone.
 SlowdownFactors Interference::resolve(int sm_count, std::string_view what) const {
-  (void)sm_count;  // the SM count enters through compute_occupancy_slowdown() only
   const bool high_p = comm_priority == CommPriority::high;
   const char* pname = high_p ? "high" : "normal";
   auto copy_engine_row = [&](bool required) {
@@ -75,7 +55,16 @@ SlowdownFactors Interference::resolve(int sm_count, std::string_view what) const
            " priority; this machine's interference is measured (\"measured\": true), so no published default applies");
     return published_copy_engine_factors();
   };
-  if (comm_mechanism == CommMechanism::copy_engine) return copy_engine_row(measured);
+  auto floor_sms = [&](double s) {
+    if (comm_sms > 0 && sm_count > comm_sms)
+      s = std::max(s, static_cast<double>(sm_count) / static_cast<double>(sm_count - comm_sms));
+    return s;
+  };
+  if (comm_mechanism == CommMechanism::copy_engine) {
+    SlowdownFactors r = copy_engine_row(measured);
+    r.compute_slowdown = floor_sms(r.compute_slowdown);
+    return r;
+  }
   const SlowdownFactors& row = high_p ? high : normal;
   if (comm_sms <= 0) return row;
   for (const ReservedFactors& p : reserved)
@@ -84,12 +73,12 @@ SlowdownFactors Interference::resolve(int sm_count, std::string_view what) const
     fail(what, ".reserved: no entry for comm_priority \"", pname, "\" with comm_sms ", comm_sms,
          ", which the run uses; this machine's interference is measured (\"measured\": true), so no published default "
          "applies (measured entries: ", reserved.size(), ")");
-  const SlowdownFactors ce = copy_engine_row(false);
-  return {1.0, ce.comm_slowdown,
-          std::to_string(comm_sms) +
-              " SMs reserved: compute on the SMs left for its whole duration (occupancy capping, arXiv 2606.09200), "
-              "communication on its own SMs meets only memory contention (copy-engine row: " +
-              ce.source + ")"};
+  SlowdownFactors r = row;
+  r.compute_slowdown = floor_sms(row.compute_slowdown);
+  r.comm_slowdown = std::min(row.comm_slowdown, copy_engine_row(false).comm_slowdown);
+  r.source = row.source + "; " + std::to_string(comm_sms) +
+             " SMs reserved: compute on the SMs left, communication meets only HBM contention (arXiv 2606.09200)";
+  return r;
 }
 
 void InterferenceSettings::apply(Machine& m, std::string_view option_sms) const {

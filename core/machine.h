@@ -241,31 +241,16 @@ struct FusedModel {
   friend bool operator==(const FusedModel&, const FusedModel&) = default;
 };
 
-// The interference model (core/interference.cc). Two parts:
-//  - compute_occupancy_slowdown(S): with comm_sms = r > 0 SMs reserved for communication
-//    (on a device type of S > r SMs), every compute kernel runs on the S − r SMs left, for
-//    its whole duration, whether or not communication runs beside it (occupancy capping
-//    as arXiv 2606.09200 does it, or a green context, confines the kernel all the time):
-//    its time is S / (S − r) times its time on the whole GPU. 1 without reservation.
-//  - resolve(): the factors while a device's compute and communication both run, on top
-//    of that. Which row applies: the run's mechanism, stream priority and reserved SMs
-//    (comm_mechanism, comm_priority, comm_sms):
-//     - SM copy kernels, no SMs reserved: `normal` or `high`. Here the communication
-//       kernels compete with compute for SMs, and the stream priority decides who gets
-//       the SMs that free up: the high row slows compute more and communication less.
-//     - copy engines: `copy_engine_normal` / `copy_engine_high` (their published default
-//       where the JSON gives none): only memory bandwidth is shared.
-//     - SM copy kernels with comm_sms > 0: the `reserved` entry of that priority and SM
-//       count if the JSON has one (measured; its compute factor is against the compute
-//       kernel alone on its S − r SMs), otherwise communication runs on SMs of its own
-//       and meets only memory contention: the copy-engine row of the run's priority for
-//       communication, and compute 1 — it has paid for the SMs it lacks through the
-//       occupancy factor, and the compute-bound kernels this models are not held back
-//       by a copy's memory traffic (no published figure separates that part; a measured
-//       entry carries it). Stream priority only orders thread blocks waiting for SMs
-//       (CUDA programming guide, stream priorities); no communication block waits for
-//       a compute SM here, so the priority changes nothing the model holds: high and
-//       normal give the same factors (unless the JSON's copy-engine rows differ).
+// The interference model (core/interference.cc). Which row applies: the run's mechanism,
+// stream priority and reserved SMs (comm_mechanism, comm_priority, comm_sms):
+//  - SM copy kernels, no SMs reserved: `normal` or `high`.
+//  - copy engines: `copy_engine_normal` / `copy_engine_high` (their published default
+//    where the JSON gives none); reserved SMs only set the compute floor below.
+//  - SM copy kernels with comm_sms > 0: the `reserved` entry of that priority and SM
+//    count if the JSON has one (measured), otherwise the rule: compute
+//    max(row.compute, sm_count / (sm_count − comm_sms)) (compute runs on the SMs left),
+//    communication min(row.comm, copy-engine row's comm) (its kernels find their SMs
+//    free, so only the HBM contention a copy engine also meets is left).
 // With `measured` true (tessel calibrate --overlap writes it) no published default fills a
 // configuration the JSON lacks: resolving it is an Error naming the missing field.
 //
@@ -303,11 +288,7 @@ struct Interference {
   // The factors a run with these settings uses on a device with `sm_count` SMs; Error
   // naming the missing field on a measured machine without that configuration.
   [[nodiscard]] SlowdownFactors resolve(int sm_count, std::string_view what = "machine.interference") const;
-  // The factor on every compute kernel's time on a device of `sm_count` SMs with comm_sms
-  // of them reserved: sm_count / (sm_count − comm_sms); 1 when none are (or the type
-  // gives no SM count).
-  [[nodiscard]] double compute_occupancy_slowdown(int sm_count) const;
-  // The compute slowdown while communication runs beside it, on top of the occupancy factor.
+  // The compute slowdown on a device with `sm_count` SMs, the SM floor included.
   [[nodiscard]] double compute_slowdown(int sm_count) const { return resolve(sm_count).compute_slowdown; }
   [[nodiscard]] double comm_slowdown(int sm_count = 0) const { return resolve(sm_count).comm_slowdown; }
   [[nodiscard]] static Interference none();

@@ -179,11 +179,9 @@ ReproduceResult reproduce_overlap_priority(const ReproduceOptions& o, const std:
     std::fprintf(o.out, "  %s\n", line.c_str());
     res.headlines.push_back(std::move(line));
   };
-  // compute_occupancy_slowdown: on every compute kernel's whole time (SMs reserved);
-  // compute_slowdown and comm_slowdown: while both run, on top of it (core/machine.h).
   std::string csv = csv_line({"machine", "workload", "strategy", "devices", "config", "comm_priority", "comm_sms",
-                              "compute_occupancy_slowdown", "compute_slowdown", "comm_slowdown", "makespan_s",
-                              "no_interference_s", "comm_utilization", "reduction_pct"});
+                              "compute_slowdown", "comm_slowdown", "makespan_s", "no_interference_s", "comm_utilization",
+                              "reduction_pct"});
   double best = 0;
   std::string best_where;
   for (const std::string& mname : machines) {
@@ -216,9 +214,7 @@ ReproduceResult reproduce_overlap_priority(const ReproduceOptions& o, const std:
         if (c.label == "normal") base = r.makespan_s;
         const double pct = 100.0 * (1.0 - r.makespan_s / base);
         csv += csv_line({mname, w, wk.strategy, std::to_string(wk.devices), c.label,
-                         std::string(to_string(c.priority)), std::to_string(s.comm_sms),
-                         fmt("%.6g", m.interference.compute_occupancy_slowdown(m.device_types[0].sm_count)),
-                         fmt("%.6g", f.compute_slowdown),
+                         std::string(to_string(c.priority)), std::to_string(s.comm_sms), fmt("%.6g", f.compute_slowdown),
                          fmt("%.6g", f.comm_slowdown), fmt("%.9g", r.makespan_s), fmt("%.9g", ideal),
                          fmt("%.6g", r.comm_utilization), fmt("%.3f", pct)});
         line += " " + c.label + " " + fmt("%.4g ms", r.makespan_s * 1e3) +

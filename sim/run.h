@@ -222,9 +222,8 @@ class Run {
   std::vector<std::int32_t> moves_active_;  // comm_channels slots per device: the network's transfer ids
   std::vector<char> applied_comm_, applied_compute_, interf_dirty_;
   std::vector<std::int32_t> interf_list_;
-  std::vector<double> compute_slowdown_;  // while the comm lane is busy, on top of occupancy_slowdown_
+  std::vector<double> compute_slowdown_;
   double comm_slowdown_ = 1;
-  std::vector<double> occupancy_slowdown_;  // per device: on every compute task's whole duration
   bool interfere_ = false;
 
   RouteTable routes_;

@@ -30,9 +30,7 @@ void Run::setup_cache() {
     const double cold = o_.task_seconds_cold[i];
     // Devices without a known cache keep their hot times.
     if (tg_.tasks[i].kind == TaskKind::compute && cold >= 0 && cache_cap_[static_cast<std::size_t>(info_[i].dev)] > 0)
-      cold_extra_[i] = std::max<SimTime>(
-          0, to_sim_time(cold * occupancy_slowdown_[static_cast<std::size_t>(info_[i].dev)]) -
-                 static_cast<SimTime>(info_[i].amount));
+      cold_extra_[i] = std::max<SimTime>(0, to_sim_time(cold) - static_cast<SimTime>(info_[i].amount));
   }
   // As the CPU executor starts a run: each worker first touches every buffer of its
   // device in id order, then writes its input blocks. (The executor preallocates so

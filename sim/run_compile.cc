@@ -74,13 +74,6 @@ void Run::setup() {
     single_lane[static_cast<std::size_t>(dev)] = type_of[static_cast<std::size_t>(dev)]->single_lane;
     host_copy_lane[static_cast<std::size_t>(dev)] = type_of[static_cast<std::size_t>(dev)]->host_copy_lane;
   }
-  // SMs reserved for communication confine every compute kernel to the rest for its whole
-  // duration (core/machine.h, Interference::compute_occupancy_slowdown): part of the
-  // kernel's own time, not of interference, so it is in its duration and its rank, and
-  // applies with interference off too.
-  occupancy_slowdown_.resize(static_cast<std::size_t>(devices_));
-  for (std::size_t dev = 0; dev < occupancy_slowdown_.size(); ++dev)
-    occupancy_slowdown_[dev] = m_.interference.compute_occupancy_slowdown(type_of[dev]->sm_count);
   static_assert(kMaxDevices - 1 <= std::numeric_limits<std::uint16_t>::max(), "a stagger step fits route_step_");
   const StaggerLayout stagger{devices_, devices_per_host(m_, devices_)};
   dep_buf.reserve(n * 2);
@@ -177,9 +170,8 @@ void Run::setup() {
       if (in.amount >= kMaxSimTime) fail_beyond_clock(i, "its copy");
     } else if (in.lane != kNoLane) {
       const double measured = o_.task_seconds.empty() ? -1.0 : o_.task_seconds[i];
-      const double seconds = measured >= 0 ? measured : compute_seconds(t, tg_, *type_of[t.device.index()]);
       in.rank = in.amount =
-          to_sim_time(in.lane == kCompute ? seconds * occupancy_slowdown_[static_cast<std::size_t>(in.dev)] : seconds);
+          to_sim_time(measured >= 0 ? measured : compute_seconds(t, tg_, *type_of[t.device.index()]));
       if (in.amount >= kMaxSimTime) fail_beyond_clock(i, "it");
     }
   }

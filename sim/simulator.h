@@ -29,10 +29,7 @@
 //                compute task runs Machine::interference.compute_slowdown(sm_count) times
 //                slower and its outgoing moves comm_slowdown times slower; the factors
 //                are re-applied whenever either lane starts or stops (progress is kept).
-//                The copy lane neither causes nor suffers interference. With SMs
-//                reserved for communication (comm_sms), every compute task's own
-//                duration is compute_occupancy_slowdown(sm_count) times its time on the
-//                whole GPU, alone or not, interference on or off.
+//                The copy lane neither causes nor suffers interference.
 //   copy rows    on a device type with copy_row_s (a CPU worker's strided copy loop), a
 //                touch takes rows × copy_row_s beside its bytes (compute_model.h), and a
 //                move into such a device holds its channel for its rows × copy_row_s

@@ -228,16 +228,13 @@ OverlapCalibration calibrate_cuda_overlap(const OverlapCalibrationOptions& o) {
   {
     const int r = o.reserved_sms, sms = gpu.sm_count;
     const int reps_c = reps(alone(compute.s, [&] { capped_compute(sms, 1); }), target);
-    // The simulator charges the SMs compute lacks on its whole duration (sm_count /
-    // (sm_count − r), core/machine.h): the factors here are against the capped kernel
-    // alone on its sm_count − r SMs, so that they hold what overlap adds to that.
-    const double Ccapped = alone(compute.s, [&] { capped_compute(sms - r, reps_c); });
+    const double Cfull = alone(compute.s, [&] { capped_compute(sms, reps_c); });
     for (const char* prio : {"normal", "high"}) {
       cudaStream_t cs = std::string(prio) == "high" ? comm_high.s : comm_normal.s;
-      const int m = reps(alone(cs, [&] { sm_copy_kernel(cs, r, 1); }), Ccapped);
+      const int m = reps(alone(cs, [&] { sm_copy_kernel(cs, r, 1); }), Cfull);
       const double M = alone(cs, [&] { sm_copy_kernel(cs, r, m); });
       const auto [tc, tm] = together(cs, [&] { capped_compute(sms - r, reps_c); }, [&] { sm_copy_kernel(cs, r, m); });
-      c.points.push_back(overlap_point("sm_kernels", prio, r, Ccapped, M, tc, tm));
+      c.points.push_back(overlap_point("sm_kernels", prio, r, Cfull, M, tc, tm));
     }
   }
   TESSEL_CUDA_CHECK(cudaDeviceSynchronize());

@@ -15,9 +15,7 @@
 //              through its shared-memory request (the whole per-block opt-in maximum:
 //              one block per SM), launched on sm_count − r blocks, with the copy kernel
 //              on r blocks — the resource-aware overlap paper's method (arXiv
-//              2606.09200); its time alone is that kernel on its sm_count − r blocks
-//              (the simulator charges sm_count / (sm_count − r) on every compute
-//              kernel's whole time separately, core/machine.h). Green contexts
+//              2606.09200); its time alone is that kernel on every SM. Green contexts
 //              (cuGreenCtxCreate, CUDA 13) would partition SMs exactly; they need the
 //              driver API, which this backend does not link.
 // Work sizes are chosen so that compute and communication alone take about the same

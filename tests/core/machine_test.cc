@@ -280,14 +280,12 @@ TEST(Machine, EfficiencyIsLogLinearBetweenPointsAndFlatBeyond) {
   EXPECT_NEAR(t.efficiency_at(1e7), 0.4, 1e-12);
 }
 
-TEST(Machine, ReservedSmsSlowComputeByTheirShareAllTheTimeAndNothingMoreWhileBothRun) {
+TEST(Machine, ReservedSmsSetAFloorUnderTheComputeSlowdown) {
   Interference f;
   f.normal = {1.1, 1.0, "test"};
   EXPECT_DOUBLE_EQ(f.compute_slowdown(100), 1.1);
-  EXPECT_DOUBLE_EQ(f.compute_occupancy_slowdown(100), 1.0);
   f.comm_sms = 20;
-  EXPECT_DOUBLE_EQ(f.compute_occupancy_slowdown(100), 1.25);
-  EXPECT_DOUBLE_EQ(f.compute_slowdown(100), 1.0);
+  EXPECT_DOUBLE_EQ(f.compute_slowdown(100), 1.25);
   EXPECT_DOUBLE_EQ(Interference::none().compute_slowdown(100), 1.0);
 }
 
