@@ -73,8 +73,12 @@ SlowdownFactors Interference::resolve(int sm_count, std::string_view what) const
     fail(what, ".reserved: no entry for comm_priority \"", pname, "\" with comm_sms ", comm_sms,
          ", which the run uses; this machine's interference is measured (\"measured\": true), so no published default "
          "applies (measured entries: ", reserved.size(), ")");
+  // With SMs of its own, communication no longer takes compute's SMs, so stream priority
+  // has nothing left to arbitrate: the normal row's compute factor applies at either
+  // priority (the high row's larger one is communication blocks taking SMs first), floored
+  // by the share of SMs compute has lost while both run.
   SlowdownFactors r = row;
-  r.compute_slowdown = floor_sms(row.compute_slowdown);
+  r.compute_slowdown = floor_sms(normal.compute_slowdown);
   r.comm_slowdown = std::min(row.comm_slowdown, copy_engine_row(false).comm_slowdown);
   r.source = row.source + "; " + std::to_string(comm_sms) +
              " SMs reserved: compute on the SMs left, communication meets only HBM contention (arXiv 2606.09200)";

@@ -40,6 +40,8 @@ TEST(OverlapCli, PriorityReservedSmsAndCopyEnginesShortenAnOverlappedRun) {
   // 16 of 132 SMs for communication: compute at most 132/116 slower, communication only
   // meets HBM contention.
   EXPECT_LT(reserved, normal);
+  // With SMs reserved, priority has nothing left to arbitrate: the same run.
+  EXPECT_EQ(makespan(kLlama + "--comm-sms 16 --comm-priority high"), reserved);
   EXPECT_LT(copy_engine, normal);
   for (double t : {high, reserved, copy_engine}) EXPECT_GE(t, none);
   // The JSON names what was used.
