@@ -248,9 +248,10 @@ struct FusedModel {
 //    where the JSON gives none); reserved SMs only set the compute floor below.
 //  - SM copy kernels with comm_sms > 0: the `reserved` entry of that priority and SM
 //    count if the JSON has one (measured), otherwise the rule: compute
-//    max(row.compute, sm_count / (sm_count − comm_sms)) (compute runs on the SMs left),
-//    communication min(row.comm, copy-engine row's comm) (its kernels find their SMs
-//    free, so only the HBM contention a copy engine also meets is left).
+//    max(normal.compute, sm_count / (sm_count − comm_sms)) at either priority (compute
+//    runs on the SMs left; communication takes none of them, so priority has nothing to
+//    arbitrate), communication min(row.comm, copy-engine row's comm) (its kernels find
+//    their SMs free, so only the HBM contention a copy engine also meets is left).
 // With `measured` true (tessel calibrate --overlap writes it) no published default fills a
 // configuration the JSON lacks: resolving it is an Error naming the missing field.
 //
