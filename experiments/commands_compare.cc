@@ -44,6 +44,9 @@ void print_calibration(const runtime::Calibration& c) {
                human_count(c.peak_flops_per_s, "flop/s").c_str(), human_count(c.generic_flops_per_s, "flop/s").c_str(),
                human_bytes(c.memory_bytes_per_s).c_str(), human_bytes(c.copy_bytes_per_s_alone).c_str(),
                human_bytes(c.copy_bytes_per_s_shared).c_str(), human_seconds(c.task_overhead_s).c_str(), human_seconds(c.barrier_latency_s).c_str());
+  std::fprintf(stderr, "  last-level cache kept %.0f%% of a buffer over a %s idle (a diagnostic of the host: low while "
+               "other work shares the cache)\n",
+               100 * c.outer_cache_retained_fraction, human_seconds(c.outer_cache_retention_idle_s).c_str());
 }
 
 runtime::Calibration run_calibration(int devices, double seconds_per_point, int rounds) {

@@ -43,6 +43,7 @@ void record_plan(const cli::MemoryCapped& c, SweepOutcome& o) {
 void run_on_cpu(const SweepPoint& p, const Graph& g, TaskGraph tg, SweepOutcome& o) {
   if (!p.memory_cap.empty()) {
     cli::MemoryCapped c = cli::cap_memory(tg, p.memory_cap, nullptr, "one-range", {}, &g);
+    cli::check_ram(c, true);  // the devices' arenas and the host copies, in this machine's RAM
     cli::apply_offload_order(c, cli::parse_offload_order(p.offload_order));
     record_plan(c, o);
     tg = std::move(c.graph);
