@@ -96,15 +96,6 @@ TEST(Fuse, GemmOfTTilesWithACollectiveFinishesAtThePredictedTime) {
   }
 }
 
-// Elements [offset, offset + size) of a one-dimensional buffer.
-Rect region(std::int64_t offset, std::int64_t size) {
-  Rect r;
-  r.rank = 1;
-  r.offset[0] = offset;
-  r.size[0] = size;
-  return r;
-}
-
 // An all-to-all over n devices, by hand: device d's GEMM (`flops`, contraction) writes n
 // chunks of `chunk` bytes; chunk p goes to device p (a move of that region), and each
 // device's consumer reads the n − 1 chunks it receives.
@@ -133,7 +124,7 @@ GemmAllToAll gemm_all_to_all(int n, double flops, std::int64_t chunk) {
   for (TaskId t : moves) {  // one chunk of the GEMM's output, not all of it
     Task& mv = g.tg.tasks[t.index()];
     mv.bytes = chunk;
-    mv.src = region(chunk * mv.dst_device.value / 4, chunk / 4);
+    mv.src = Rect{1, {chunk * mv.dst_device.value / 4}, {chunk / 4}};
     g.tg.buffers[mv.writes.index()].shape = Shape{chunk / 4};
   }
   g.tg.validate();
@@ -242,17 +233,17 @@ TEST(Fuse, GemvOfTTilesWithAnAllReduceOverNDevicesFinishesAtThePredictedTime) {
       for (TaskId t : reduce_moves) {  // chunk p of the partial
         Task& mv = tg.tasks[t.index()];
         mv.bytes = chunk;
-        mv.src = region(chunk * mv.dst_device.value / 4, chunk / 4);
+        mv.src = Rect{1, {chunk * mv.dst_device.value / 4}, {chunk / 4}};
         tg.buffers[mv.writes.index()].shape = Shape{chunk / 4};
       }
       for (Task& t : tg.tasks)  // every accumulate adds one chunk (TgBuilder sized them before the patch above)
         if (t.kind == TaskKind::touch) {
           t.bytes = chunk;
           t.flops = static_cast<double>(chunk / 4);
-          t.dst = region(0, chunk / 4);
+          t.dst = Rect{1, {0}, {chunk / 4}};
         }
       for (int p = 0; p < n; ++p)  // the own chunk only, from the partial
-        tg.tasks[own_touches[static_cast<std::size_t>(p)].index()].src = region(chunk * p / 4, chunk / 4);
+        tg.tasks[own_touches[static_cast<std::size_t>(p)].index()].src = Rect{1, {chunk * p / 4}, {chunk / 4}};
       tg.validate();
 
       const double cp = flops / 1e12 / (1 - occupancy);
