@@ -164,10 +164,10 @@ fi
 if has_stage check; then
   mkdir -p "$work/runs"
   # Default sizes: the reference evaluator (one CPU thread, doubles, no BLAS) checks each.
-  for w in chain chain-sum chain-sum:skewed=1 ffn llama-block:model=tiny \
-           chain:dtype=bf16 ffn:dtype=bf16 llama-block:model=tiny,dtype=bf16 ffn:dtype=f16; do
-    for d in 1 2 4; do
-      for p in async bsp; do
+  for w in ${CHECK_WORKLOADS:-chain chain-sum chain-sum:skewed=1 ffn llama-block:model=tiny \
+           chain:dtype=bf16 ffn:dtype=bf16 llama-block:model=tiny,dtype=bf16 ffn:dtype=f16}; do
+    for d in ${CHECK_DEVICES:-1 2 4}; do
+      for p in ${CHECK_POLICIES:-async bsp}; do
         name="$(echo "$w" | tr ':,=' '___')-d$d-$p"
         step "run $w -d $d $p" "$work/runs/$name.log" \
           bash -c "'$tessel' run -w '$w' -d $d --backend cuda --gpus 1 --policy $p --repeat 3 --json > '$work/runs/$name.json'"
@@ -176,9 +176,9 @@ if has_stage check; then
   done
   # Memory-capped graphs (--memory-cap: buffers at planned offsets, evicts and loads to
   # page-locked host memory on the copy stream; async only), against the reference too.
-  for w in llama-block:model=tiny chain-sum ffn:dtype=bf16; do
-    for d in 1 2 4; do
-      for c in 75 50; do
+  for w in ${CAP_WORKLOADS:-llama-block:model=tiny chain-sum ffn:dtype=bf16}; do
+    for d in ${CHECK_DEVICES:-1 2 4}; do
+      for c in ${CAP_PERCENTS:-75 50}; do
         name="$(echo "$w" | tr ':,=' '___')-d$d-async-cap$c"
         step "run $w -d $d async --memory-cap $c%" "$work/runs/$name.log" \
           bash -c "'$tessel' run -w '$w' -d $d --backend cuda --gpus 1 --policy async --memory-cap $c% --repeat 3 --json > '$work/runs/$name.json'"
@@ -188,7 +188,7 @@ if has_stage check; then
 fi
 
 if has_stage calibrate; then
-  for d in 1 4; do
+  for d in ${CALIBRATE_DEVICES:-1 4}; do
     step "calibrate -d $d" "$work/calibrate-$d.log" \
       bash -c "'$tessel' calibrate --backend cuda -d $d --gpus 1 -o '$work/machine-cuda-$d.json' --json > '$work/calibration-$d.json'"
   done
@@ -198,7 +198,7 @@ if has_stage calibrate; then
     env LD_LIBRARY_PATH="$python_ld" bash plots/python.sh plots/overlap_slowdown.py "$work/calibration-overlap.json" "$work/overlap-slowdown.png"
   # The LLaMA block and the chain on 4 virtual devices, async: simulated with the published
   # defaults and with the measured rows, beside the measured run (issue 19's row set).
-  for w in llama-block:model=tiny,seq=256 chain:size=2048; do
+  for w in ${OVERLAP_WORKLOADS:-llama-block:model=tiny,seq=256 chain:size=2048}; do
     name=$(echo "$w" | tr ':,=' '___')
     step "overlap rows $w" "$work/overlap-$name.log" \
       bash -c "'$tessel' simulate -w '$w' -d 4 -s eindecomp -m '$work/machine-overlap.json' --json > '$work/overlap-$name-measured.json' &&
@@ -223,8 +223,8 @@ if has_stage compare; then
   [ -f "$machine" ] && margs=(-m "$machine")
   # Sizes whose reference (one CPU thread, no BLAS: ~20-50 s for two 1024^3 products)
   # every compare checks each run against: GPU kernels of tens of microseconds.
-  for w in chain:size=1024 chain-sum:size=768 chain-sum:size=1000,skewed=1 ffn:tokens=512,dim=512,hidden=1024 \
-           llama-block:model=tiny,seq=256 llama-block:model=tiny,seq=256,dtype=bf16; do
+  for w in ${COMPARE_WORKLOADS:-chain:size=1024 chain-sum:size=768 chain-sum:size=1000,skewed=1 ffn:tokens=512,dim=512,hidden=1024 \
+           llama-block:model=tiny,seq=256 llama-block:model=tiny,seq=256,dtype=bf16}; do
     name=$(echo "$w" | tr ':,=' '___')
     step "compare $w" "$work/compare/$name.log" \
       bash -c "'$tessel' compare -w '$w' -d 4 --backend cuda --gpus 1 -s eindecomp,data-parallel,megatron,sqrt-split \
