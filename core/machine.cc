@@ -718,6 +718,7 @@ json to_json(const Machine& m) {
     if (!d.host_out.empty()) dj["host_out"] = link_names(m, d.host_out);
     if (!d.host_in.empty()) dj["host_in"] = link_names(m, d.host_in);
     if (!d.name.empty()) dj["name"] = d.name;
+    if (d.chip >= 0) dj["chip"] = d.chip;
     devices.push_back(std::move(dj));
   }
   json routes = json::array();
@@ -854,6 +855,7 @@ Machine machine_from_json(const json& j, std::string_view what_sv) {
     if (it == type_by_name.end()) fail(w, ".type: unknown device type '", type, "'");
     d.type = it->second;
     d.host = dj.contains("host") ? json_read::index(dj.at("host"), w + ".host") : 0;
+    d.chip = dj.contains("chip") ? json_read::index(dj.at("chip"), w + ".chip") : -1;
     d.fabric_out = links_from(array_field_or_empty(dj, "fabric_out", w), link_by_name, w + ".fabric_out");
     d.fabric_in = links_from(array_field_or_empty(dj, "fabric_in", w), link_by_name, w + ".fabric_in");
     d.network_out = links_from(array_field_or_empty(dj, "network_out", w), link_by_name, w + ".network_out");

@@ -179,6 +179,10 @@ struct Device {
   std::string name;       // its node name in the topology graph; empty = "d<index>"
   std::int32_t type = 0;  // index into Machine::device_types
   std::int32_t host = 0;  // index into Machine::hosts
+  // Devices with the same chip (>= 0) are virtual devices of one physical chip (the CUDA
+  // backend's --gpus 1): their compute shares its SMs, so the simulator runs k compute
+  // tasks at once on a chip each k times slower (processor sharing). -1: a chip of its own.
+  std::int32_t chip = -1;
   std::vector<LinkId> fabric_out, fabric_in;
   std::vector<LinkId> network_out, network_in;
   std::vector<LinkId> host_out, host_in;  // to and from the host's RAM; empty: fabric_out/_in

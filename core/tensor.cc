@@ -1,6 +1,8 @@
 #include "core/tensor.h"
 
 #include <cassert>
+#include <cstdint>
+#include <cstring>
 #include <cmath>
 #include <new>
 #include <stdexcept>
@@ -32,6 +34,25 @@ std::vector<std::int64_t> Tensor::strides() const {
 void Tensor::round_to_dtype() {
   if (dtype == DType::f64) return;
   for (double& v : data) v = static_cast<double>(static_cast<float>(v));
+}
+
+void Tensor::round_to_storage() {
+  round_to_dtype();
+  if (dtype == DType::bf16) {
+    for (double& v : data) {
+      const float f = static_cast<float>(v);
+      if (std::isnan(f)) continue;
+      std::uint32_t u = 0;
+      std::memcpy(&u, &f, 4);
+      u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even on the top 16 bits
+      u &= 0xffff0000u;
+      float r = 0;
+      std::memcpy(&r, &u, 4);
+      v = static_cast<double>(r);
+    }
+  } else if (dtype == DType::f16) {
+    for (double& v : data) v = static_cast<double>(static_cast<float>(static_cast<_Float16>(static_cast<float>(v))));
+  }
 }
 
 Tensor random_tensor(const Shape& shape, DType dtype, std::uint64_t seed) {

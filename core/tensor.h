@@ -25,6 +25,9 @@ struct Tensor {
   // Row-major strides in elements.
   [[nodiscard]] std::vector<std::int64_t> strides() const;
   void round_to_dtype();
+  // As round_to_dtype, but f16 and bf16 values to their own precision (11 and 8
+  // significant bits, round to nearest even), as a backend that stores them holds them.
+  void round_to_storage();
 };
 
 // Uniform values in [-1, 1), reproducible from the seed.

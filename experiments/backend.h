@@ -17,10 +17,11 @@
 
 namespace tessel::cli {
 
-// --gpus, --moves, --comm-priority, --tf32: options of the CUDA backend.
+// --gpus, --moves, --launch, --comm-priority, --tf32: options of the CUDA backend.
 struct CudaCliOptions {
   int gpus = 0;
   std::string moves = "copy";
+  std::string launch = "graph";
   std::string comm_priority;  // empty: normal (compare: and the machine's for the simulation)
   bool tf32 = false;
   void add(CLI::App& app);
@@ -46,8 +47,9 @@ struct CudaCliOptions {
 [[nodiscard]] nlohmann::json calibrate_cuda_overlap_backend(double seconds_per_point, Machine* machine);
 
 // Per task of `tg`: seconds per call of its compute kernel on the GPU (-1 for other
-// tasks), for compare's profiled compute model; `exec` must be a CUDA executor.
-[[nodiscard]] std::vector<double> profile_cuda_kernels(runtime::Executor& exec, const Graph& g, const TaskGraph& tg,
+// tasks) and its chip share, for compare's profiled compute model; `exec` must be a CUDA
+// executor.
+[[nodiscard]] runtime::KernelProfile profile_cuda_kernels(runtime::Executor& exec, const Graph& g, const TaskGraph& tg,
                                                        const runtime::TensorMap& inputs);
 
 // The MPI backend (runtime/mpi/, commands_mpi.cc): `--backend mpi` in a build with MPI

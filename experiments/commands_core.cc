@@ -222,7 +222,8 @@ void add_einsum(CLI::App& app) {
     runtime::RunResult r = exec->run(g, tg, inputs);
     double run_s = seconds_since(t0);
     bool ok = false;
-    json check = check_outputs(g, r.outputs, runtime::evaluate_reference(g, inputs), &ok, o->backend);
+    json check = check_outputs(g, r.outputs, runtime::evaluate_reference(g, inputs, o->backend == "cuda"), &ok,
+                               o->backend);
     if (!ok) fail("einsum: the decomposed result differs from the reference evaluator: ", check.dump());
     runtime::write_npy(o->out, r.outputs.at("result"));
     if (o->out == "-") return;  // the .npy went to stdout in place of the report
@@ -314,7 +315,7 @@ void add_run(CLI::App& app) {
       return;
     }
     t0 = Clock::now();
-    runtime::TensorMap want = runtime::evaluate_reference(g, inputs);
+    runtime::TensorMap want = runtime::evaluate_reference(g, inputs, o->backend == "cuda");
     double ref_s = seconds_since(t0);
     // Every run's outputs are checked as soon as it ends and then dropped, so that memory
     // holds one run's outputs and the timelines, not --repeat copies of the outputs.
@@ -369,6 +370,7 @@ void add_run(CLI::App& app) {
       j["graph"] = o->graph.describe();
       j["weights"] = o->dec.weights_used();
       j["backend"] = exec->name();
+      j["launch"] = o->backend == "cuda" ? json(o->cuda.launch) : json(nullptr);
       j["policy"] = o->policy;
       j["copy_lane"] = copy_lane_json(o->backend, copy_lane);
       j["copy_lane_cores_shared"] =

@@ -34,6 +34,12 @@ void CudaCliOptions::add(CLI::App& app) {
   app.add_option("--moves", moves, "--backend cuda: copy (cudaMemcpyPeerAsync / device-to-device) or nccl (send/recv)")
       ->capture_default_str()
       ->check(CLI::IsMember({"copy", "nccl"}));
+  app.add_option("--launch", launch,
+                 "--backend cuda: graph (default: the run's tasks captured into one CUDA graph before the clock, "
+                 "launched at once: the GPU's time) or stream (each task issued to its stream while the clock runs: "
+                 "on small kernels the host's issue rate is timed too)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"graph", "stream"}));
   app.add_option("--comm-priority", comm_priority,
                  "priority of the communication stream: normal (default) or high; --backend cuda creates the moves' "
                  "stream with it, and compare also simulates with it (the machine's interference.comm_priority); "
@@ -44,7 +50,7 @@ void CudaCliOptions::add(CLI::App& app) {
 
 void CudaCliOptions::check_backend(const CLI::App& cmd, const std::string& backend) {
   if (backend == "cuda") return;
-  for (const char* name : {"--gpus", "--moves", "--tf32"})
+  for (const char* name : {"--gpus", "--moves", "--launch", "--tf32"})
     if (cmd.count(name) > 0) fail(name, " applies to --backend cuda; the ", backend, " backend does not use it");
   if (cmd.count("--comm-priority") > 0)
     fail("--comm-priority applies to --backend cuda (the priority of its communication stream); the ", backend,
@@ -108,7 +114,7 @@ nlohmann::json calibrate_cuda_overlap_backend(double seconds_per_point, Machine*
   return cuda_module("calibrate --backend cuda --overlap").calibrate_overlap(seconds_per_point, machine);
 }
 
-std::vector<double> profile_cuda_kernels(runtime::Executor& exec, const Graph& g, const TaskGraph& tg,
+runtime::KernelProfile profile_cuda_kernels(runtime::Executor& exec, const Graph& g, const TaskGraph& tg,
                                          const runtime::TensorMap& inputs) {
   return cuda_module("compare --backend cuda").profile_kernels(exec, g, tg, inputs);
 }
@@ -132,7 +138,7 @@ nlohmann::json calibrate_cuda_backend(int, int, double, Machine*) { no_cuda_buil
 
 nlohmann::json calibrate_cuda_overlap_backend(double, Machine*) { no_cuda_build("calibrate --backend cuda --overlap"); }
 
-std::vector<double> profile_cuda_kernels(runtime::Executor&, const Graph&, const TaskGraph&, const runtime::TensorMap&) {
+runtime::KernelProfile profile_cuda_kernels(runtime::Executor&, const Graph&, const TaskGraph&, const runtime::TensorMap&) {
   no_cuda_build("compare --backend cuda");
 }
 

@@ -161,6 +161,7 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
   res.graph = graph_name;
   res.devices = devices;
   res.backend = o.backend;
+  res.launch = o.cuda.launch;
   res.machine = calibrated_now ? std::string("calibrated now") : o.machine_name;
   res.weights = o.weights;
   res.network = o.network;
@@ -251,7 +252,7 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
   // After the executors exist: a backend that cannot start fails before the reference,
   // the longest step of a large graph's setup.
   runtime::TensorMap inputs = runtime::random_inputs(g, o.seed);
-  runtime::TensorMap want = runtime::evaluate_reference(g, inputs);
+  runtime::TensorMap want = runtime::evaluate_reference(g, inputs, /*storage_rounding=*/o.backend == "cuda");
   std::unique_ptr<runtime::CpuCalibrator> calibrator;
   Machine cuda_machine;  // --backend cuda without a machine: calibrated once, before the rounds
   if (calibrated_now && cuda) {
@@ -270,7 +271,7 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
   res.cache_model = cache_model;
   res.cache_model_bytes = cache_model ? o.cache_bytes : 0;  // the machine's, when 0: filled in below
   // --backend cuda: per strategy and round, each compute task's kernel time on the GPU.
-  std::vector<std::vector<std::vector<double>>> cuda_profiles(o.strategies.size());
+  std::vector<std::vector<runtime::KernelProfile>> cuda_profiles(o.strategies.size());
   if (profiled && cuda) {
     std::set<std::pair<std::int64_t, std::string>> distinct;  // (strategy, node) x block shape
     for (std::size_t si = 0; si < graphs.size(); ++si)
@@ -379,7 +380,8 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
       if (profiled) {  // the analytic simulation stays beside the profiled one
         // A profiled compute task takes its kernel's time plus the executor's per-task
         // overhead (the machine's launch latency); everything else keeps the model.
-        so.task_seconds = cuda ? cuda_profiles[row.strategy][static_cast<std::size_t>(r)] : rd.profile.hot_s;
+        so.task_seconds = cuda ? cuda_profiles[row.strategy][static_cast<std::size_t>(r)].seconds : rd.profile.hot_s;
+        if (cuda) so.task_chip_share = cuda_profiles[row.strategy][static_cast<std::size_t>(r)].chip_share;
         for (std::size_t i = 0; i < so.task_seconds.size(); ++i)
           if (so.task_seconds[i] >= 0) so.task_seconds[i] += round_machine.type_of(tg.tasks[i].device).launch_latency_s;
         cr.analytic_s.push_back(rd.sim.makespan_s);
@@ -394,6 +396,7 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
         rd.sim = sim::simulate(tg, round_machine, so);
         so.task_seconds.clear();
         so.task_seconds_cold.clear();
+        so.task_chip_share.clear();
       }
       cr.simulated_s.push_back(rd.sim.makespan_s);
       cr.measured_s.push_back(rd.measured_s);
@@ -535,6 +538,7 @@ json compare_to_json(const CompareResult& res) {
   return {{"graph", res.graph},
           {"devices", res.devices},
           {"backend", res.backend},
+          {"launch", res.backend == "cuda" ? json(res.launch) : json(nullptr)},
           {"machine", res.machine},
           {"weights", res.weights},
           {"calibration", res.calibration},

@@ -116,6 +116,7 @@ struct CompareResult {
   int repeat = 0, warmup = 0;
   bool profiled = true, cache_model = true;
   std::int64_t cache_model_bytes = 0;  // the per-worker capacity the cache model used (0: off)
+  std::string launch = "graph";  // --backend cuda: how the runs reached the GPU (--launch)
   std::size_t kernels_profiled = 0;  // --backend cuda: distinct kernels timed on the GPU per round
   std::size_t tasks_profiled = 0;    // cpu: compute tasks timed in place per round, over every row
   std::vector<CompareRow> rows;

@@ -24,6 +24,7 @@ std::unique_ptr<runtime::Executor> module_make_executor(runtime::Policy policy, 
   c.policy = policy;
   c.gpus = o.gpus;
   c.moves = runtime::parse_move_method(o.moves);
+  c.launch = runtime::parse_launch_mode(o.launch);
   c.comm_priority = o.comm_priority.empty() ? CommPriority::normal : runtime::parse_comm_priority(o.comm_priority);
   c.tf32 = o.tf32;
   return std::make_unique<runtime::CudaExecutor>(c);
@@ -35,12 +36,13 @@ nlohmann::json module_calibrate(int devices, int gpus, double seconds_per_point,
   *machine = runtime::machine_from_cuda_calibration(c);
   std::fprintf(stderr,
                "  %s (sm %s, driver %s): bf16 GEMM peak %s, f32 %s, HBM %s/s, same-GPU copy %s/s, launch %s, "
-               "%s per task%s\n",
+               "%s per task as one graph (%s issued to streams)%s\n",
                c.device_name.c_str(), c.compute_capability.c_str(), c.driver_version.c_str(),
                human_count(c.peak_bf16_flops_per_s, "flop/s").c_str(), human_count(c.peak_f32_flops_per_s, "flop/s").c_str(),
                human_bytes(c.memory_bytes_per_s).c_str(), human_bytes(c.same_gpu_copy_bytes_per_s).c_str(),
                human_seconds(c.launch_latency_s).c_str(), human_seconds(c.task_overhead_s).c_str(),
-               c.devices > c.gpus ? " (virtual devices: each described as an equal share of its GPU)" : "");
+               human_seconds(c.task_overhead_stream_s).c_str(),
+               c.devices > c.gpus ? " (virtual devices: each with its GPU's rates, sharing it in the simulator)" : "");
   return runtime::to_json(c);
 }
 
@@ -69,7 +71,7 @@ nlohmann::json module_calibrate_overlap(double seconds_per_point, Machine* machi
   return runtime::to_json(c);
 }
 
-std::vector<double> module_profile_kernels(runtime::Executor& exec, const Graph& g, const TaskGraph& tg,
+runtime::KernelProfile module_profile_kernels(runtime::Executor& exec, const Graph& g, const TaskGraph& tg,
                                          const runtime::TensorMap& inputs) {
   auto* cuda = dynamic_cast<runtime::CudaExecutor*>(&exec);
   if (!cuda) fail("profile_cuda_kernels: not a CUDA executor");

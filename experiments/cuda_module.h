@@ -26,7 +26,7 @@ namespace tessel::cli {
 
 struct CudaCliOptions;
 
-inline constexpr int kCudaModuleAbi = 1;
+inline constexpr int kCudaModuleAbi = 2;
 
 // The module's entry points: backend.h's functions of the same name.
 struct CudaModuleApi {
@@ -34,8 +34,8 @@ struct CudaModuleApi {
   std::unique_ptr<runtime::Executor> (*make_executor)(runtime::Policy policy, const CudaCliOptions& o) = nullptr;
   nlohmann::json (*calibrate)(int devices, int gpus, double seconds_per_point, Machine* machine) = nullptr;
   nlohmann::json (*calibrate_overlap)(double seconds_per_point, Machine* machine) = nullptr;
-  std::vector<double> (*profile_kernels)(runtime::Executor& exec, const Graph& g, const TaskGraph& tg,
-                                         const runtime::TensorMap& inputs) = nullptr;
+  runtime::KernelProfile (*profile_kernels)(runtime::Executor& exec, const Graph& g, const TaskGraph& tg,
+                                            const runtime::TensorMap& inputs) = nullptr;
 };
 
 }  // namespace tessel::cli

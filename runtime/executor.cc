@@ -44,7 +44,7 @@ TensorMap random_inputs(const Graph& g, std::uint64_t seed) {
   return out;
 }
 
-TensorMap evaluate_reference(const Graph& g, const TensorMap& inputs) {
+TensorMap evaluate_reference(const Graph& g, const TensorMap& inputs, bool storage_rounding) {
   check_inputs(g, inputs);
   std::vector<Tensor> values(g.size());
   TensorMap outputs;
@@ -55,12 +55,17 @@ TensorMap evaluate_reference(const Graph& g, const TensorMap& inputs) {
         values[id.index()] = inputs.at(n.name);
         values[id.index()].dtype = n.dtype;
         values[id.index()].round_to_dtype();
+        if (storage_rounding) values[id.index()].round_to_storage();
         break;
-      case NodeKind::fill: values[id.index()] = fill_kernel(n.fill, Rect::whole(n.shape), n.dtype); break;
+      case NodeKind::fill:
+        values[id.index()] = fill_kernel(n.fill, Rect::whole(n.shape), n.dtype);
+        if (storage_rounding) values[id.index()].round_to_storage();
+        break;
       case NodeKind::einsum: {
         std::vector<const Tensor*> ops;
         for (NodeId in : n.inputs) ops.push_back(&values[in.index()]);
         values[id.index()] = einsum_kernel(n.einsum, ops);
+        if (storage_rounding) values[id.index()].round_to_storage();
         break;
       }
       case NodeKind::select: {

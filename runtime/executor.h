@@ -22,6 +22,14 @@ struct RunResult {
   Timeline timeline;
 };
 
+// A kernel profile for compare's profiled compute model: per task, the seconds per call
+// of its compute kernel (-1 for other tasks), and the share of its chip it occupies when
+// alone (sim::SimOptions::task_chip_share; empty: whole chips).
+struct KernelProfile {
+  std::vector<double> seconds;
+  std::vector<double> chip_share;
+};
+
 class Executor {
  public:
   virtual ~Executor() = default;
@@ -30,14 +38,20 @@ class Executor {
   [[nodiscard]] virtual RunResult run(const Graph& g, const TaskGraph& tg, const TensorMap& inputs) = 0;
 };
 
-// Evaluates the graph node by node on whole tensors.
-[[nodiscard]] TensorMap evaluate_reference(const Graph& g, const TensorMap& inputs);
+// Evaluates the graph node by node on whole tensors (in double, f32 nodes rounded to
+// float). With `storage_rounding`, inputs and every node's result are also rounded to the
+// precision its dtype is stored in (f16, bf16: Tensor::round_to_storage), as a backend
+// that stores those dtypes computes them (CUDA: f32 arithmetic, f16/bf16 in memory);
+// without it they are held in float, as the CPU backends compute them.
+[[nodiscard]] TensorMap evaluate_reference(const Graph& g, const TensorMap& inputs, bool storage_rounding = false);
 
 // The normwise error (max |error| / max(1, max |reference|)) an executor's output may
 // have against the reference evaluator, by the graph's dtype: 1e-9 for f64, 1e-4 for f32
 // (the CPU backends compute f16/bf16 graphs in float, well within it); a backend that
-// stores f16 or bf16 (CUDA) meets 1e-2 and 3e-2: inputs rounded to 11 and 8 significant
-// bits, sums accumulated in f32.
+// stores f16 or bf16 (CUDA) is checked against the reference with storage rounding and
+// meets 1e-2 and 3e-2: every stored value rounded to 11 and 8 significant bits, but at
+// other points than the reference where a decomposition keeps partial sums, sums
+// accumulated in f32.
 [[nodiscard]] double output_tolerance(DType t);
 [[nodiscard]] double output_tolerance(DType t, std::string_view backend);
 

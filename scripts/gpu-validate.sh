@@ -174,9 +174,19 @@ if has_stage check; then
       done
     done
   done
+  # The same runs issued task by task to streams (--launch stream) instead of one graph.
+  for w in ${STREAM_WORKLOADS:-llama-block:model=tiny ffn:dtype=bf16}; do
+    for p in async bsp; do
+      name="$(echo "$w" | tr ':,=' '___')-d4-$p-stream"
+      step "run $w -d 4 $p --launch stream" "$work/runs/$name.log" \
+        bash -c "'$tessel' run -w '$w' -d 4 --backend cuda --gpus 1 --policy $p --launch stream --repeat 3 --json > '$work/runs/$name.json'"
+    done
+  done
   # Memory-capped graphs (--memory-cap: buffers at planned offsets, evicts and loads to
   # page-locked host memory on the copy stream; async only), against the reference too.
-  for w in ${CAP_WORKLOADS:-llama-block:model=tiny chain-sum ffn:dtype=bf16}; do
+  # Caps every task fits under (a cap below one task's working set has no schedule and is
+  # refused, as chain-sum -d 4 at 50% and ffn at 75% on 1 and 2 devices are).
+  for w in ${CAP_WORKLOADS:-llama-block:model=tiny llama-block:model=tiny,dtype=bf16}; do
     for d in ${CHECK_DEVICES:-1 2 4}; do
       for c in ${CAP_PERCENTS:-75 50}; do
         name="$(echo "$w" | tr ':,=' '___')-d$d-async-cap$c"
@@ -193,17 +203,21 @@ if has_stage calibrate; then
       bash -c "'$tessel' calibrate --backend cuda -d $d --gpus 1 -o '$work/machine-cuda-$d.json' --json > '$work/calibration-$d.json'"
   done
   step "calibrate --overlap" "$work/calibrate-overlap.log" \
-    bash -c "'$tessel' calibrate --backend cuda -d 1 --gpus 1 --overlap -o '$work/machine-overlap.json' --json > '$work/calibration-overlap.json'"
+    bash -c "'$tessel' calibrate --backend cuda -d 4 --gpus 1 --overlap -o '$work/machine-overlap.json' --json > '$work/calibration-overlap.json'"
   step "plot overlap slowdown" "$work/plot-overlap.log" \
     env LD_LIBRARY_PATH="$python_ld" bash plots/python.sh plots/overlap_slowdown.py "$work/calibration-overlap.json" "$work/overlap-slowdown.png"
   # The LLaMA block and the chain on 4 virtual devices, async: simulated with the published
   # defaults and with the measured rows, beside the measured run (issue 19's row set).
+  # Each row compared twice: simulated with the measured interference rows
+  # (machine-overlap.json) and with the published defaults (machine-cuda-4.json).
   for w in ${OVERLAP_WORKLOADS:-llama-block:model=tiny,seq=256 chain:size=2048}; do
     name=$(echo "$w" | tr ':,=' '___')
     step "overlap rows $w" "$work/overlap-$name.log" \
       bash -c "'$tessel' simulate -w '$w' -d 4 -s eindecomp -m '$work/machine-overlap.json' --json > '$work/overlap-$name-measured.json' &&
-               '$tessel' compare -w '$w' -d 4 --backend cuda --gpus 1 -s eindecomp --policy async --repeat 5 \
-                 -m '$work/machine-overlap.json' --json > '$work/overlap-$name-compare.json'"
+               '$tessel' compare -w '$w' -d 4 --backend cuda --gpus 1 -s eindecomp,data-parallel --policy async --repeat 5 \
+                 -m '$work/machine-overlap.json' --json > '$work/overlap-$name-compare.json' &&
+               '$tessel' compare -w '$w' -d 4 --backend cuda --gpus 1 -s eindecomp,data-parallel --policy async --repeat 5 \
+                 -m '$work/machine-cuda-4.json' --json > '$work/overlap-$name-compare-published.json'"
   done
 fi
 

@@ -136,6 +136,9 @@ class Run {
   // ---- run_interference.cc
   void setup_interference();
   void apply_interference(SimTime t);
+  [[nodiscard]] double compute_factor(std::size_t dev, std::int32_t task) const;
+  [[nodiscard]] std::int64_t chip_share_units(std::int32_t task) const;
+  void chip_compute(std::size_t dev, std::int32_t task, int sign);
 
   // ---- run_result.cc
   SimResult finish();
@@ -225,6 +228,15 @@ class Run {
   std::vector<double> compute_slowdown_;
   double comm_slowdown_ = 1;
   bool interfere_ = false;
+  // Virtual devices of one chip (Device::chip): per device its chip group (-1: none), per
+  // group its devices and the summed shares of the compute tasks running on it, in units
+  // of 1/kShareUnits (integers: the same sum whatever the order); load L → each L× slower.
+  static constexpr std::int64_t kShareUnits = 1 << 16;
+  std::vector<std::int32_t> chip_of_;
+  std::vector<std::vector<std::int32_t>> chip_members_;
+  std::vector<std::int64_t> chip_load_;
+  bool share_ = false;    // some chip holds two or more devices
+  bool retime_ = false;   // interfere_ || share_: running compute may be re-timed
 
   RouteTable routes_;
   // Per route of a move (Info::route; one per source and destination): its stagger step
@@ -325,7 +337,7 @@ inline bool Run::is_fused(std::int32_t i) const {
 }
 
 inline void Run::mark_interference(std::size_t dev) {
-  if (!interfere_ || interf_dirty_[dev]) return;
+  if (!retime_ || interf_dirty_[dev]) return;
   interf_dirty_[dev] = 1;
   interf_list_.push_back(static_cast<std::int32_t>(dev));
 }

@@ -90,7 +90,7 @@ void Run::settle(SimTime t) {
     if (!unpark_links_.empty()) unpark();
     dispatch(t);
   }
-  if (interfere_) apply_interference(t);
+  if (retime_) apply_interference(t);
 }
 
 void Run::make_ready(const Released& r) {
@@ -222,7 +222,8 @@ void Run::start_lane_task(const Released& r, SimTime t) {
   }
   if (in.lane == kCompute) {
     compute_running_[dev] = i;
-    run_factor_[dev] = interfere_ && applied_comm_[dev] && !is_fused(i) ? compute_slowdown_[dev] : 1.0;
+    if (share_) chip_compute(dev, i, +1);
+    run_factor_[dev] = compute_factor(dev, i);
     run_remaining_[dev] = static_cast<double>(in.amount + cold);
     run_last_[dev] = t;
     mark_interference(dev);
@@ -253,6 +254,7 @@ void Run::finish_lane_task(std::int32_t i, SimTime t) {
   if (in.lane == kCompute) {
     const auto dev = static_cast<std::size_t>(in.dev);
     compute_running_[dev] = -1;
+    if (share_) chip_compute(dev, i, -1);
     mark_interference(dev);
   }
   release_lane(in, i, t);

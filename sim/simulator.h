@@ -25,6 +25,11 @@
 //                touches into one buffer (always on that buffer's device) never overlap —
 //                the serialisation TaskGraph asks of executors, and what one copy stream
 //                per device gives.
+//   chips       devices with the same Device::chip (virtual devices of one GPU) share it:
+//                compute tasks running on its devices at once each run max(1, Σ share)
+//                times slower, where a task's share of the chip is 1 unless
+//                SimOptions::task_chip_share says less (processor sharing; it multiplies
+//                the interference factor below). Moves and touches are not shared.
 //   interference while a device's compute lane and its comm lane are both busy, its
 //                compute task runs Machine::interference.compute_slowdown(sm_count) times
 //                slower and its outgoing moves comm_slowdown times slower; the factors
@@ -127,6 +132,12 @@ struct SimOptions {
   // and a compute task with task_seconds t and cold seconds c takes
   // t + (c - t) × (its bytes not in the cache) / (its bytes).
   std::vector<double> task_seconds_cold;
+  // The share of its chip a compute task occupies when it runs alone (the CUDA backend's
+  // kernel profile: how much slower K copies of its kernel run at once on one GPU than
+  // one): empty, or one entry per task, (0, 1]; other values mean 1. On a chip that
+  // virtual devices share (Device::chip), compute tasks running at once each run
+  // max(1, sum of their shares) times slower; a task with share 1 claims the whole chip.
+  std::vector<double> task_chip_share;
   // With task_seconds_cold: the bytes each device's simulated cache holds, in place of
   // its type's cache_capacity_bytes (a device type without one keeps its hot times);
   // 0: the type's. Only the cache model reads it (`tessel compare --cache-bytes`).

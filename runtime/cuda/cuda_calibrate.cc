@@ -244,12 +244,16 @@ CudaCalibration calibrate_cuda(const CudaCalibrationOptions& o) {
     }) / 100;
   }
   // Per-task overhead: a chain of 200 tiny elementwise nodes on one device; the span of the
-  // graph less the time its kernels ran, per compute task (median of 5 runs).
-  {
+  // graph less the time its kernels ran, per compute task (median of 5 runs); launched as
+  // one CUDA graph (the executor's default, task_overhead_s) and task by task to streams
+  // (task_overhead_stream_s).
+  for (LaunchMode mode : {LaunchMode::graph, LaunchMode::stream}) {
     const Graph g = overhead_probe_graph();
     const TaskGraph tg = lower(g, split_largest(g, 1));
     const TensorMap inputs = random_inputs(g, 1);
-    CudaExecutor exec(CudaOptions{Policy::async, 1});
+    CudaOptions eo{Policy::async, 1};
+    eo.launch = mode;
+    CudaExecutor exec(eo);
     std::vector<double> per_task;
     for (int r = 0; r < 6; ++r) {
       const RunResult res = exec.run(g, tg, inputs);
@@ -266,7 +270,7 @@ CudaCalibration calibrate_cuda(const CudaCalibrationOptions& o) {
       if (r > 0 && compute > 0) per_task.push_back(std::max(0.0, (hi - lo - busy) / compute));
     }
     std::sort(per_task.begin(), per_task.end());
-    c.task_overhead_s = per_task[per_task.size() / 2];
+    (mode == LaunchMode::graph ? c.task_overhead_s : c.task_overhead_stream_s) = per_task[per_task.size() / 2];
   }
   return c;
 }
@@ -278,21 +282,25 @@ Machine machine_from_cuda_calibration(const CudaCalibration& c) {
   Machine m;
   m.name = "cuda-calibrated:" + std::to_string(c.devices) + (virtual_devices ? " (virtual devices)" : "");
   DeviceType t;
-  t.name = virtual_devices ? c.device_name + " / " + std::to_string(c.devices / c.gpus) + " (virtual device: shares the GPU's SMs and memory bandwidth)"
+  t.name = virtual_devices ? c.device_name + " (virtual device: shares the GPU's SMs and memory bandwidth with " +
+                                 std::to_string(c.devices / c.gpus - 1) + " more)"
                            : c.device_name;
-  t.peak_flops_per_s = {c.peak_f16_flops_per_s * share, c.peak_bf16_flops_per_s * share,
-                        c.peak_f32_flops_per_s * share, c.peak_f64_flops_per_s * share};
+  // Each device is described with its whole GPU's rates; virtual devices of one GPU carry
+  // its index as Device::chip, and the simulator shares the chip among those computing at
+  // once (k of them: each k times slower). Memory capacity is split: each has its range.
+  t.peak_flops_per_s = {c.peak_f16_flops_per_s, c.peak_bf16_flops_per_s, c.peak_f32_flops_per_s,
+                        c.peak_f64_flops_per_s};
   // Efficiency by flops from the square bf16 GEMMs (the efficiency table is by flops; the
   // skinny shapes are in the calibration JSON).
   for (const auto& p : c.gemm)
     if (p.dtype == "bf16" && p.m == p.n && p.n == p.k)
-      t.efficiency.push_back({p.flops * share, std::clamp(p.flops_per_s / c.peak_bf16_flops_per_s, 1e-6, 1.0)});
+      t.efficiency.push_back({p.flops, std::clamp(p.flops_per_s / c.peak_bf16_flops_per_s, 1e-6, 1.0)});
   std::sort(t.efficiency.begin(), t.efficiency.end(),
             [](const EfficiencyPoint& a, const EfficiencyPoint& b) { return a.flops < b.flops; });
-  t.memory_bytes_per_s = c.memory_bytes_per_s * share;
+  t.memory_bytes_per_s = c.memory_bytes_per_s;
   t.memory_capacity_bytes = static_cast<std::int64_t>(static_cast<double>(c.memory_capacity_bytes) * share);
   t.launch_latency_s = c.task_overhead_s;
-  t.sm_count = std::max(1, static_cast<int>(c.sm_count * share));
+  t.sm_count = std::max(1, c.sm_count);
   m.device_types = {t};
   m.hosts = {Host{"host", 0, {}, {}}};
   auto add_link = [&](std::string name, LinkKind kind, double bytes_per_s) {
@@ -307,7 +315,9 @@ Machine machine_from_cuda_calibration(const CudaCalibration& c) {
   std::vector<int> gpu_of(static_cast<std::size_t>(c.devices));
   for (int d = 0; d < c.devices; ++d) {
     gpu_of[static_cast<std::size_t>(d)] = static_cast<int>(static_cast<std::int64_t>(d) * c.gpus / c.devices);
-    m.devices.push_back(Device{});
+    Device dev;
+    if (virtual_devices) dev.chip = gpu_of[static_cast<std::size_t>(d)];
+    m.devices.push_back(dev);
   }
   // Explicit routes: within a GPU over its copy link, between GPUs over one directed link
   // per GPU pair at the measured peer rate.
@@ -339,7 +349,9 @@ nlohmann::json to_json(const CudaCalibration& c) {
           {"gpus", c.gpus},
           {"virtual_devices", c.devices > c.gpus},
           {"virtual_devices_note", c.devices > c.gpus ? "the devices share each GPU's SMs, memory bandwidth and copy "
-                                                        "engines; each is described as an equal share of its GPU"
+                                                        "engines; each is described with its GPU's rates and the GPU's "
+                                                        "index as its chip: the simulator shares the chip among the "
+                                                        "devices computing at once"
                                                       : ""},
           {"device_name", c.device_name},
           {"compute_capability", c.compute_capability},
@@ -357,7 +369,8 @@ nlohmann::json to_json(const CudaCalibration& c) {
           {"same_gpu_copy_bytes_per_s", c.same_gpu_copy_bytes_per_s},
           {"peer_copy_bytes_per_s", c.peer_copy_bytes_per_s},
           {"launch_latency_s", c.launch_latency_s},
-          {"task_overhead_s", c.task_overhead_s}};
+          {"task_overhead_s", c.task_overhead_s},
+          {"task_overhead_stream_s", c.task_overhead_stream_s}};
 }
 
 Graph overhead_probe_graph(int nodes) {

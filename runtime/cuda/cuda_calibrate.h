@@ -1,5 +1,5 @@
 #pragma once
-// Calibration of the CUDA backend (NOT YET RUN ON A GPU): micro-benchmarks on the GPU(s)
+// Calibration of the CUDA backend (first run on an H200, 2026-11-28): micro-benchmarks on the GPU(s)
 // turned into a machine JSON the simulator accepts.
 //
 //   gemm       cuBLAS GEMMs by shape (M, N, K: square and skinny) and dtype (bf16, f16,
@@ -14,11 +14,12 @@
 //              beyond its kernels (span of the graph less its kernels' time, per task)
 //
 // Virtual devices: with n logical devices on G < n GPUs, each of the n devices of the
-// machine JSON is described as an equal share of its GPU (peak flop/s, memory bandwidth,
-// capacity and SMs divided by n/G) — right when every virtual device is busy, pessimistic
-// when only one is, since the simulator has no model of devices sharing a chip. Moves
-// between virtual devices of one GPU cross a link of the measured same-GPU copy bandwidth
-// that all of them share.
+// machine JSON is described with its whole GPU's rates and the GPU's index as its chip
+// (Device::chip); the simulator shares a chip among the devices computing on it at once
+// (k of them: each k times slower). Memory capacity is split (each has its own range).
+// Moves between virtual devices of one GPU cross a link of the measured same-GPU copy
+// bandwidth that all of them share. The machine's per-task overhead (launch_latency_s) is
+// the graph-launch figure, the executor's default.
 
 #include <cstdint>
 #include <string>
@@ -60,7 +61,8 @@ struct CudaCalibration {
   double same_gpu_copy_bytes_per_s = 0;   // bytes copied per second between two ranges of one GPU
   double peer_copy_bytes_per_s = 0;       // between two GPUs; 0 with one GPU
   double launch_latency_s = 0;            // per back-to-back launch of an empty kernel
-  double task_overhead_s = 0;             // the executor's time per task beyond its kernel
+  double task_overhead_s = 0;             // the executor's time per task beyond its kernel (--launch graph)
+  double task_overhead_stream_s = 0;      // the same with every task issued to its stream (--launch stream)
 };
 
 [[nodiscard]] CudaCalibration calibrate_cuda(const CudaCalibrationOptions& options);

@@ -33,6 +33,14 @@ MoveMethod parse_move_method(std::string_view s) {
   fail("unknown move method '", s, "' (expected copy or nccl)");
 }
 
+LaunchMode parse_launch_mode(std::string_view s) {
+  if (s == "graph") return LaunchMode::graph;
+  if (s == "stream") return LaunchMode::stream;
+  fail("unknown launch mode '", s, "' (expected graph or stream)");
+}
+
+std::string_view to_string(LaunchMode m) { return m == LaunchMode::graph ? "graph" : "stream"; }
+
 CommPriority parse_comm_priority(std::string_view s) {
   if (s == "normal") return CommPriority::normal;
   if (s == "high") return CommPriority::high;
@@ -399,6 +407,8 @@ struct RunResources {
   std::map<int, void*> arena;  // per GPU
   std::vector<void*> pinned;   // page-locked host memory (cudaMallocHost): host buffers, outputs
   std::vector<std::pair<int, cudaEvent_t>> events;
+  cudaGraph_t graph = nullptr;          // LaunchMode::graph: the captured run
+  cudaGraphExec_t graph_exec = nullptr;
 
   RunResources() = default;
   RunResources(const RunResources&) = delete;
@@ -408,6 +418,8 @@ struct RunResources {
       cudaSetDevice(g);
       cudaDeviceSynchronize();
     }
+    if (graph_exec) cudaGraphExecDestroy(graph_exec);
+    if (graph) cudaGraphDestroy(graph);
     for (auto& [g, e] : events) {
       cudaSetDevice(g);
       cudaEventDestroy(e);
@@ -433,10 +445,10 @@ struct RunResources {
     return p;
   }
 
-  cudaEvent_t event(int gpu) {
+  cudaEvent_t event(int gpu, bool timing = true) {
     TESSEL_CUDA_CHECK(cudaSetDevice(gpu));
     cudaEvent_t e = nullptr;
-    TESSEL_CUDA_CHECK(cudaEventCreate(&e));
+    TESSEL_CUDA_CHECK(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming));
     events.emplace_back(gpu, e);
     return e;
   }
@@ -480,7 +492,13 @@ class CudaRun {
   }
 
   RunResult execute() {
-    issue();
+    if (s_.options.launch == LaunchMode::graph) {
+      capture();  // the issue sequence, as a graph, instantiated and uploaded: before the clock
+      TESSEL_CUDA_CHECK(cudaSetDevice(origin_gpu_));
+      TESSEL_CUDA_CHECK(cudaGraphLaunch(res_.graph_exec, origin_));
+    } else {
+      issue();
+    }
     for (int gpu : res_.gpus_used) {
       TESSEL_CUDA_CHECK(cudaSetDevice(gpu));
       const cudaError_t e = cudaDeviceSynchronize();
@@ -522,10 +540,14 @@ class CudaRun {
     return result;
   }
 
-  // Per task: seconds per call of its compute kernel, -1 for other tasks.
-  std::vector<double> profile(int calls) {
-    std::vector<double> out(tg_.tasks.size(), -1.0);
-    std::map<std::pair<std::int32_t, std::string>, double> seen;  // (node, block shape) → seconds
+  // Per task: seconds per call of its compute kernel (-1 for other tasks) and its chip
+  // share (see CudaExecutor::profile_kernels).
+  KernelProfile profile(int calls) {
+    KernelProfile out;
+    out.seconds.assign(tg_.tasks.size(), -1.0);
+    out.chip_share.assign(tg_.tasks.size(), 1.0);
+    // (node, block shape) → (seconds, share)
+    std::map<std::pair<std::int32_t, std::string>, std::pair<double, double>> seen;
     for (std::size_t i = 0; i < tg_.tasks.size(); ++i) {
       const Task& t = tg_.tasks[i];
       if (t.kind != TaskKind::compute) continue;
@@ -542,11 +564,50 @@ class CudaRun {
         TESSEL_CUDA_CHECK(cudaEventSynchronize(b));
         float ms = 0;
         TESSEL_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-        it = seen.emplace(key, ms * 1e-3 / calls).first;
+        const double alone = ms * 1e-3 / calls;
+        it = seen.emplace(key, std::make_pair(alone, concurrent_share(t, calls, alone))).first;
       }
-      out[i] = it->second;
+      out.seconds[i] = it->second.first;
+      out.chip_share[i] = it->second.second;
+    }
+    // The handles go back to their devices' compute streams and workspaces.
+    for (std::size_t d = 0; d < ctx_.size(); ++d) {
+      void* ws = extra_ptr_[5 * d + 4];
+      if (!ws) continue;
+      TESSEL_CUDA_CHECK(cudaSetDevice(ctx_[d]->gpu));
+      TESSEL_CUBLAS_CHECK(cublasSetStream(ctx_[d]->blas, ctx_[d]->compute));
+      TESSEL_CUBLAS_CHECK(cublasSetWorkspace(ctx_[d]->blas, ws, static_cast<std::size_t>(kCublasWorkspaceBytes)));
     }
     return out;
+  }
+
+  // Task t's kernel issued `calls` times on each compute stream of the K logical devices
+  // on its GPU at once (the same buffers: the values written race, the time does not
+  // depend on them): (time of K at once) / (K × alone), in [1/K, 1]; 1 where K = 1.
+  double concurrent_share(const Task& t, int calls, double alone) {
+    const int gpu = gpu_of(t.device);
+    std::vector<cudaStream_t> streams;
+    for (std::size_t d = 0; d < ctx_.size(); ++d)
+      if (gpu_of_[d] == gpu) streams.push_back(ctx_[d]->compute);
+    const int k = static_cast<int>(streams.size());
+    if (k < 2 || !(alone > 0)) return 1.0;
+    cudaEvent_t a = res_.event(gpu), b = res_.event(gpu);
+    TESSEL_CUDA_CHECK(cudaSetDevice(gpu));
+    TESSEL_CUDA_CHECK(cudaEventRecord(a, streams[0]));
+    for (std::size_t s = 1; s < streams.size(); ++s) TESSEL_CUDA_CHECK(cudaStreamWaitEvent(streams[s], a, 0));
+    for (int c = 0; c < calls; ++c)
+      for (cudaStream_t s : streams) launch_compute(t, s);
+    for (std::size_t s = 1; s < streams.size(); ++s) {
+      cudaEvent_t e = res_.event(gpu, false);
+      TESSEL_CUDA_CHECK(cudaEventRecord(e, streams[s]));
+      TESSEL_CUDA_CHECK(cudaStreamWaitEvent(streams[0], e, 0));
+    }
+    TESSEL_CUDA_CHECK(cudaEventRecord(b, streams[0]));
+    TESSEL_CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    TESSEL_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    const double together = ms * 1e-3 / calls;
+    return std::clamp(together / (k * alone), 1.0 / k, 1.0);
   }
 
  private:
@@ -1053,6 +1114,57 @@ class CudaRun {
     launch_fill(b, ptr(t.writes), f, Rect::whole(b.shape), gpu_of(t.device), stream);
   }
 
+  // LaunchMode::graph: issue() under stream capture (relaxed mode: the run's events are
+  // created during it), begun on GPU 0's first compute stream, which every other stream
+  // joins through the clock's fork and rejoins at the end; then instantiated and
+  // uploaded, all before the clock. A failure while capturing ends the capture (the
+  // stream would otherwise stay in capture mode) and reports the failure.
+  void capture() {
+    graph_ = true;
+    origin_gpu_ = res_.gpus_used.front();
+    origin_ = nullptr;
+    for (DeviceContext* c : ctx_)
+      if (c->gpu == origin_gpu_) {
+        origin_ = c->compute;
+        break;
+      }
+    TESSEL_CUDA_CHECK(cudaSetDevice(origin_gpu_));
+    TESSEL_CUDA_CHECK(cudaStreamBeginCapture(origin_, cudaStreamCaptureModeRelaxed));
+    try {
+      issue();
+      // Every stream rejoins the origin: the capture ends on it.
+      for (auto& [gpu, st] : run_streams_) {
+        if (st == origin_) continue;
+        cudaEvent_t e = res_.event(gpu, false);
+        TESSEL_CUDA_CHECK(cudaEventRecord(e, st));
+        TESSEL_CUDA_CHECK(cudaSetDevice(origin_gpu_));
+        TESSEL_CUDA_CHECK(cudaStreamWaitEvent(origin_, e, 0));
+      }
+    } catch (...) {
+      cudaGraph_t broken = nullptr;
+      (void)cudaSetDevice(origin_gpu_);
+      (void)cudaStreamEndCapture(origin_, &broken);
+      if (broken) (void)cudaGraphDestroy(broken);
+      (void)cudaGetLastError();
+      throw;
+    }
+    TESSEL_CUDA_CHECK(cudaSetDevice(origin_gpu_));
+    TESSEL_CUDA_CHECK(cudaStreamEndCapture(origin_, &res_.graph));
+    TESSEL_CUDA_CHECK(cudaGraphInstantiate(&res_.graph_exec, res_.graph, 0));
+    TESSEL_CUDA_CHECK(cudaGraphUpload(res_.graph_exec, origin_));
+    TESSEL_CUDA_CHECK(cudaStreamSynchronize(origin_));
+  }
+
+  // A task's start and end marks: plain records when issued to streams; during a capture,
+  // event record nodes (external events, readable after the graph ran).
+  void record_mark(cudaEvent_t e, cudaStream_t st) {
+    if (graph_) {
+      TESSEL_CUDA_CHECK(cudaEventRecordWithFlags(e, st, cudaEventRecordExternal));
+    } else {
+      TESSEL_CUDA_CHECK(cudaEventRecord(e, st));
+    }
+  }
+
   void issue() {
     const std::size_t n = tg_.tasks.size();
     const bool bsp = s_.options.policy == Policy::bsp;
@@ -1063,23 +1175,37 @@ class CudaRun {
     end_gpu_.assign(n, 0);
     std::vector<cudaStream_t> end_stream(n, nullptr);
     std::vector<char> initialised(tg_.buffers.size(), 0);  // memory-capped graphs: filled before its first writer
-    // Events are created before the clock: creating one is not part of a task.
+    // Events are created before the clock: creating one is not part of a task. Under a
+    // capture, each task also gets a plain event that its dependants wait for (an
+    // external event node marks time; the capture's edges come from plain records).
+    if (graph_) dep_.assign(n, nullptr);
     for (std::size_t i = 0; i < n; ++i) {
       const Task& t = tg_.tasks[i];
       start_gpu_[i] = gpu_of(t.device);
       end_gpu_[i] = t.kind == TaskKind::move && s_.options.moves == MoveMethod::nccl ? gpu_of(t.dst_device) : start_gpu_[i];
       start_[i] = res_.event(start_gpu_[i]);
       end_[i] = res_.event(end_gpu_[i]);
+      if (graph_) dep_[i] = res_.event(end_gpu_[i], false);
     }
-    // Every stream of the run, for bsp barriers.
-    std::vector<std::pair<int, cudaStream_t>> streams;
+    const std::vector<cudaEvent_t>& done = graph_ ? dep_ : end_;  // what dependants wait for
+    // Every stream of the run, for bsp barriers (and the capture's fork and join).
+    std::vector<std::pair<int, cudaStream_t>>& streams = run_streams_;
+    streams.clear();
     {
       std::set<cudaStream_t> seen;
       for (DeviceContext* c : ctx_)
         for (cudaStream_t s : {c->compute, c->copy, c->comm, c->host_in, c->host_out})
           if (seen.insert(s).second) streams.emplace_back(c->gpu, s);
     }
-    // The clock: an event per GPU, recorded while every GPU is idle.
+    // The clock: an event per GPU, recorded while every GPU is idle (under a capture: the
+    // first node of the graph on each GPU, after the origin's fork).
+    cudaEvent_t fork = nullptr;
+    if (graph_) {
+      fork = res_.event(origin_gpu_, false);
+      TESSEL_CUDA_CHECK(cudaSetDevice(origin_gpu_));
+      TESSEL_CUDA_CHECK(cudaEventRecord(fork, origin_));
+    }
+    std::map<int, cudaEvent_t> clock_dep;  // per GPU: what its streams wait for to start after the clock
     for (int gpu : res_.gpus_used) {
       cudaEvent_t e = res_.event(gpu);
       DeviceContext* first = nullptr;
@@ -1088,38 +1214,52 @@ class CudaRun {
           first = c;
           break;
         }
-      TESSEL_CUDA_CHECK(cudaEventRecord(e, first->compute));
+      TESSEL_CUDA_CHECK(cudaSetDevice(gpu));
+      if (graph_ && first->compute != origin_) TESSEL_CUDA_CHECK(cudaStreamWaitEvent(first->compute, fork, 0));
+      record_mark(e, first->compute);
       t0_[gpu] = e;
+      clock_dep[gpu] = e;
+      if (graph_) {
+        cudaEvent_t d = res_.event(gpu, false);
+        TESSEL_CUDA_CHECK(cudaEventRecord(d, first->compute));
+        clock_dep[gpu] = d;
+      }
     }
     // Every other stream starts after the clock: streams run independently, so a task on
     // another stream of the GPU could otherwise be timestamped before t0 (a negative start).
     for (auto& [gpu, s] : streams) {
       TESSEL_CUDA_CHECK(cudaSetDevice(gpu));
-      TESSEL_CUDA_CHECK(cudaStreamWaitEvent(s, t0_.at(gpu), 0));
+      TESSEL_CUDA_CHECK(cudaStreamWaitEvent(s, clock_dep.at(gpu), 0));
     }
     std::int32_t phase = order.empty() ? 0 : bsp_phase(tg_.tasks[static_cast<std::size_t>(order.front())]);
     for (std::int32_t i : order) {
       const Task& t = tg_.tasks[static_cast<std::size_t>(i)];
       if (bsp && bsp_phase(t) != phase) {
-        // A barrier: every stream waits for everything issued to every stream so far.
-        std::vector<std::pair<cudaStream_t, cudaEvent_t>> marks;
+        // A barrier: every stream waits for everything issued to every stream so far,
+        // through one hub stream (the first) rather than every pair: 3k calls (or graph
+        // edges) for k streams, not k^2.
+        auto& [hub_gpu, hub] = streams.front();
         for (auto& [gpu, s] : streams) {
-          cudaEvent_t e = res_.event(gpu);
+          if (s == hub) continue;
+          cudaEvent_t e = res_.event(gpu, false);
           TESSEL_CUDA_CHECK(cudaEventRecord(e, s));
-          marks.emplace_back(s, e);
+          TESSEL_CUDA_CHECK(cudaSetDevice(hub_gpu));
+          TESSEL_CUDA_CHECK(cudaStreamWaitEvent(hub, e, 0));
         }
+        cudaEvent_t all = res_.event(hub_gpu, false);
+        TESSEL_CUDA_CHECK(cudaEventRecord(all, hub));
         for (auto& [gpu, s] : streams) {
+          if (s == hub) continue;
           TESSEL_CUDA_CHECK(cudaSetDevice(gpu));
-          for (auto& [s2, e] : marks)
-            if (s2 != s) TESSEL_CUDA_CHECK(cudaStreamWaitEvent(s, e, 0));
+          TESSEL_CUDA_CHECK(cudaStreamWaitEvent(s, all, 0));
         }
         phase = bsp_phase(t);
       }
       cudaStream_t stream = stream_of(t);
       TESSEL_CUDA_CHECK(cudaSetDevice(start_gpu_[static_cast<std::size_t>(i)]));
       for (TaskId dep : t.deps)
-        if (end_stream[dep.index()] != stream) TESSEL_CUDA_CHECK(cudaStreamWaitEvent(stream, end_[dep.index()], 0));
-      TESSEL_CUDA_CHECK(cudaEventRecord(start_[static_cast<std::size_t>(i)], stream));
+        if (end_stream[dep.index()] != stream) TESSEL_CUDA_CHECK(cudaStreamWaitEvent(stream, done[dep.index()], 0));
+      record_mark(start_[static_cast<std::size_t>(i)], stream);
       cudaStream_t last = stream;
       try {
         switch (t.kind) {
@@ -1154,7 +1294,8 @@ class CudaRun {
              to_string(t.src), ") could not be issued: ", e.what());
       }
       TESSEL_CUDA_CHECK(cudaSetDevice(end_gpu_[static_cast<std::size_t>(i)]));
-      TESSEL_CUDA_CHECK(cudaEventRecord(end_[static_cast<std::size_t>(i)], last));
+      record_mark(end_[static_cast<std::size_t>(i)], last);
+      if (graph_) TESSEL_CUDA_CHECK(cudaEventRecord(dep_[static_cast<std::size_t>(i)], last));
       end_stream[static_cast<std::size_t>(i)] = last;
     }
   }
@@ -1179,8 +1320,13 @@ class CudaRun {
   std::vector<void*> output_ptr_;   // per output task of a capped graph: its block in page-locked memory
   std::vector<void*> extra_ptr_;  // per device: GEMM scratch A, B, C, move staging, cuBLAS workspace
   std::vector<cudaEvent_t> start_, end_;
+  std::vector<cudaEvent_t> dep_;  // under a capture: per task, the plain event its dependants wait for
   std::vector<int> start_gpu_, end_gpu_;
   std::map<int, cudaEvent_t> t0_;
+  bool graph_ = false;  // issue() runs under a stream capture (LaunchMode::graph)
+  int origin_gpu_ = 0;
+  cudaStream_t origin_ = nullptr;  // the capture's origin: GPU 0's first compute stream
+  std::vector<std::pair<int, cudaStream_t>> run_streams_;  // every stream of the run
 };
 
 }  // namespace
@@ -1209,8 +1355,8 @@ RunResult CudaExecutor::run(const Graph& g, const TaskGraph& tg, const TensorMap
   return run.execute();
 }
 
-std::vector<double> CudaExecutor::profile_kernels(const Graph& g, const TaskGraph& tg, const TensorMap& inputs,
-                                                  int calls) {
+KernelProfile CudaExecutor::profile_kernels(const Graph& g, const TaskGraph& tg, const TensorMap& inputs,
+                                            int calls) {
   check_inputs(g, inputs);
   tg.validate();
   CudaRun run(*state_, g, tg, inputs, true);

@@ -155,8 +155,9 @@ OverlapCalibration calibrate_cuda_overlap(const OverlapCalibrationOptions& o) {
                                        CUDA_R_16BF, o.gemm_n, A.p, CUDA_R_16BF, o.gemm_n, &zero, Cm.p, CUDA_R_16BF,
                                        o.gemm_n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   };
-  int iters = 1 << 16;
+  // Iterations per block: the same total work on however many blocks (one per SM) run it.
   auto capped_compute = [&](int blocks, int count) {
+    int iters = static_cast<int>((std::int64_t{1} << 16) * gpu.sm_count / blocks);
     void* args[] = {&out.p, &iters};
     for (int i = 0; i < count; ++i)
       TESSEL_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(capped), dim3(blocks), dim3(1024), args,
@@ -224,7 +225,10 @@ OverlapCalibration calibrate_cuda_overlap(const OverlapCalibrationOptions& o) {
       c.points.push_back(overlap_point(mech, prio, 0, C, M, tc, tm));
     }
   }
-  // Reserved SMs: the capped compute kernel on sm_count − r SMs, the copy kernel on r.
+  // Reserved SMs: the capped compute kernel on sm_count − r SMs, the copy kernel on r. The
+  // compute kernel does the same total work as alone on every SM (each of its blocks
+  // iterates sm_count / (sm_count − r) times as long), so its slowdown counts the SMs given
+  // up as well as the interference.
   {
     const int r = o.reserved_sms, sms = gpu.sm_count;
     const int reps_c = reps(alone(compute.s, [&] { capped_compute(sms, 1); }), target);

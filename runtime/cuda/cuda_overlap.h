@@ -1,5 +1,5 @@
 #pragma once
-// Compute/communication overlap on one GPU (NOT YET RUN ON A GPU): `tessel calibrate
+// Compute/communication overlap on one GPU (first run on an H200, 2026-11-28): `tessel calibrate
 // --backend cuda --overlap`. Measures how a GEMM stream and a communication stream slow
 // each other, per configuration, and turns the figures into the machine JSON's
 // interference rows (core/machine.h, Interference; "measured": true).
@@ -15,7 +15,8 @@
 //              through its shared-memory request (the whole per-block opt-in maximum:
 //              one block per SM), launched on sm_count − r blocks, with the copy kernel
 //              on r blocks — the resource-aware overlap paper's method (arXiv
-//              2606.09200); its time alone is that kernel on every SM. Green contexts
+//              2606.09200); its time alone is the same total work on every SM (so the
+//              SMs given up count in its slowdown). Green contexts
 //              (cuGreenCtxCreate, CUDA 13) would partition SMs exactly; they need the
 //              driver API, which this backend does not link.
 // Work sizes are chosen so that compute and communication alone take about the same

@@ -58,7 +58,7 @@ TEST_F(CudaExecutorTest, EveryWorkloadMatchesTheReferenceOnVirtualDevicesUnderBo
   for (const std::string& spec : workload_specs()) {
     const Graph g = build_workload(spec);
     const TensorMap inputs = random_inputs(g, 7);
-    const TensorMap want = evaluate_reference(g, inputs);
+    const TensorMap want = evaluate_reference(g, inputs, /*storage_rounding=*/true);
     for (int devices : {1, 2, 4})
       for (Policy policy : {Policy::async, Policy::bsp}) {
         SCOPED_TRACE(spec + " on " + std::to_string(devices) + " virtual devices, " + std::string(to_string(policy)));
@@ -166,7 +166,7 @@ TEST_F(CudaExecutorTest, MemoryCappedGraphsMatchTheReference) {
   for (const char* spec : {"llama-block:model=tiny", "chain-sum", "ffn:dtype=bf16"}) {
     const Graph g = build_workload(spec);
     const TensorMap inputs = random_inputs(g, 5);
-    const TensorMap want = evaluate_reference(g, inputs);
+    const TensorMap want = evaluate_reference(g, inputs, /*storage_rounding=*/true);
     for (int devices : {1, 2, 4})
       for (double fraction : {0.75, 0.5}) {
         SCOPED_TRACE(std::string(spec) + " on " + std::to_string(devices) + " virtual devices, cap " +
@@ -222,14 +222,43 @@ TEST_F(CudaExecutorTest, KernelProfileTimesEveryComputeTask) {
   const Graph g = build_workload("ffn");
   const TaskGraph tg = lower(g, split_largest(g, 2));
   CudaExecutor exec(CudaOptions{Policy::async, 1});
-  const std::vector<double> s = exec.profile_kernels(g, tg, random_inputs(g, 1), 5);
+  const KernelProfile p = exec.profile_kernels(g, tg, random_inputs(g, 1), 5);
+  const std::vector<double>& s = p.seconds;
   ASSERT_EQ(s.size(), tg.tasks.size());
+  ASSERT_EQ(p.chip_share.size(), tg.tasks.size());
   for (std::size_t i = 0; i < s.size(); ++i) {
+    // Two virtual devices of one GPU: a share between 1/2 (two at once as fast as one)
+    // and 1 (two at once take twice as long).
+    EXPECT_GE(p.chip_share[i], 0.5) << i;
+    EXPECT_LE(p.chip_share[i], 1.0) << i;
     if (tg.tasks[i].kind == TaskKind::compute) {
       EXPECT_GT(s[i], 0) << i;
       EXPECT_LT(s[i], 1.0) << i;
     } else {
       EXPECT_EQ(s[i], -1) << i;
+    }
+  }
+}
+
+// A run launched as one CUDA graph and one issued task by task to streams compute the
+// same bits, and both timelines keep every dependency.
+TEST_F(CudaExecutorTest, GraphAndStreamLaunchGiveTheSameBits) {
+  const Graph g = build_workload("llama-block:model=tiny");
+  const TaskGraph tg = lower(g, split_largest(g, 4));
+  const TensorMap inputs = random_inputs(g, 11);
+  for (Policy policy : {Policy::async, Policy::bsp}) {
+    CudaOptions go{policy, 1}, so{policy, 1};
+    go.launch = LaunchMode::graph;
+    so.launch = LaunchMode::stream;
+    CudaExecutor graph_exec(go), stream_exec(so);
+    const RunResult a = graph_exec.run(g, tg, inputs);
+    const RunResult b = stream_exec.run(g, tg, inputs);
+    for (const auto& [name, t] : a.outputs) EXPECT_EQ(t.data, b.outputs.at(name).data) << name;
+    for (const RunResult* r : {&a, &b}) {
+      ASSERT_EQ(r->timeline.spans.size(), tg.tasks.size());
+      for (std::size_t i = 0; i < tg.tasks.size(); ++i)
+        for (TaskId d : tg.tasks[i].deps)
+          EXPECT_GE(r->timeline.spans[i].start_s + 2e-6, r->timeline.spans[d.index()].end_s) << "task " << i;
     }
   }
 }

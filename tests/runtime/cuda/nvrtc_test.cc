@@ -259,14 +259,16 @@ CudaCalibration fake_calibration(int devices, int gpus) {
 }
 
 // The machine a CUDA calibration turns into (no GPU needed: the figures are made up).
-TEST(CudaCalibrationMachine, VirtualDevicesAreEqualSharesOfTheirGpu) {
+TEST(CudaCalibrationMachine, VirtualDevicesShareTheirGpuAsOneChip) {
   const Machine m = machine_from_cuda_calibration(fake_calibration(4, 1));
   ASSERT_EQ(m.num_devices(), 4);
   const DeviceType& t = m.type_of(DeviceId(0));
-  EXPECT_DOUBLE_EQ(t.peak(DType::bf16), 2e14);
-  EXPECT_DOUBLE_EQ(t.memory_bytes_per_s, 7.5e11);
-  EXPECT_EQ(t.memory_capacity_bytes, 20'000'000'000);
-  EXPECT_EQ(t.sm_count, 33);
+  // The whole GPU's rates; the simulator shares the chip among the devices computing.
+  EXPECT_DOUBLE_EQ(t.peak(DType::bf16), 8e14);
+  EXPECT_DOUBLE_EQ(t.memory_bytes_per_s, 3e12);
+  EXPECT_EQ(t.memory_capacity_bytes, 20'000'000'000);  // each its own range
+  EXPECT_EQ(t.sm_count, 132);
+  for (const Device& d : m.devices) EXPECT_EQ(d.chip, 0);
   EXPECT_DOUBLE_EQ(t.launch_latency_s, 4e-6);
   EXPECT_NE(t.name.find("virtual device"), std::string::npos);
   EXPECT_FALSE(t.single_lane);  // separate compute, copy and comm streams
@@ -280,7 +282,10 @@ TEST(CudaCalibrationMachine, VirtualDevicesAreEqualSharesOfTheirGpu) {
 
 TEST(CudaCalibrationMachine, DevicesOnDifferentGpusTalkOverThePeerLink) {
   const Machine m = machine_from_cuda_calibration(fake_calibration(4, 2));
-  EXPECT_DOUBLE_EQ(m.type_of(DeviceId(0)).peak(DType::bf16), 4e14);
+  EXPECT_DOUBLE_EQ(m.type_of(DeviceId(0)).peak(DType::bf16), 8e14);
+  EXPECT_EQ(m.devices[0].chip, 0);
+  EXPECT_EQ(m.devices[1].chip, 0);
+  EXPECT_EQ(m.devices[2].chip, 1);
   const auto same = m.route(DeviceId(0), DeviceId(1));
   const auto across = m.route(DeviceId(1), DeviceId(2));
   ASSERT_EQ(across.size(), 1u);
