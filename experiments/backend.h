@@ -22,6 +22,7 @@ struct CudaCliOptions {
   int gpus = 0;
   std::string moves = "copy";
   std::string launch = "graph";
+  bool unmarked = false;  // --unmarked: CudaOptions::unmarked_run
   std::string comm_priority;  // empty: normal (compare: and the machine's for the simulation)
   bool tf32 = false;
   void add(CLI::App& app);

@@ -40,6 +40,10 @@ void CudaCliOptions::add(CLI::App& app) {
                  "on small kernels the host's issue rate is timed too)")
       ->capture_default_str()
       ->check(CLI::IsMember({"graph", "stream"}));
+  app.add_flag("--unmarked", unmarked,
+               "--backend cuda --launch graph: also run each graph once without its per-task timing events and time "
+               "it whole (run: graph_unmarked_s; compare: measured_unmarked_s), to see what the marks cost (not yet "
+               "run on a GPU)");
   app.add_option("--comm-priority", comm_priority,
                  "priority of the communication stream: normal (default) or high; --backend cuda creates the moves' "
                  "stream with it, and compare also simulates with it (the machine's interference.comm_priority); "
@@ -50,7 +54,7 @@ void CudaCliOptions::add(CLI::App& app) {
 
 void CudaCliOptions::check_backend(const CLI::App& cmd, const std::string& backend) {
   if (backend == "cuda") return;
-  for (const char* name : {"--gpus", "--moves", "--launch", "--tf32"})
+  for (const char* name : {"--gpus", "--moves", "--launch", "--unmarked", "--tf32"})
     if (cmd.count(name) > 0) fail(name, " applies to --backend cuda; the ", backend, " backend does not use it");
   if (cmd.count("--comm-priority") > 0)
     fail("--comm-priority applies to --backend cuda (the priority of its communication stream); the ", backend,

@@ -72,6 +72,7 @@ void summarise(CompareResult& res, const std::vector<CompareRounds>& all) {
       row.simulated_hot_s = stats::median(rd.hot_s);
       row.error_hot_pct = stats::median(errors_of(rd.hot_s, rd.measured_s));
     }
+    if (!rd.unmarked_s.empty()) row.measured_unmarked_s = stats::median(rd.unmarked_s);
     row.measured_spread_s = stats::spread(rd.measured_s);
     row.measured_spread_pct = row.measured_s > 0 ? row.measured_spread_s.width() / row.measured_s * 100 : 0.0;
     row.spread_exceeds_error = row.measured_spread_pct > std::fabs(row.error_pct);
@@ -182,6 +183,7 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
   // shared VM's does — drifts under both sides of every pair alike.
   struct Round {
     double measured_s = 0;
+    double unmarked_s = -1;  // RunResult::unmarked_span_s
     Timeline measured;
     sim::SimResult sim;  // profiled kernels, or analytic
     runtime::TaskProfile profile;  // cpu, profiled: the run's compute tasks timed in place
@@ -320,6 +322,7 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
           if (run == o.warmup) {
             Round& rd = row.rounds.emplace_back();
             rd.measured_s = span_of(r.timeline);
+            rd.unmarked_s = r.unmarked_span_s;
             rd.measured = std::move(r.timeline);
             rd.profile = std::move(profile);
           }
@@ -400,6 +403,7 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
       }
       cr.simulated_s.push_back(rd.sim.makespan_s);
       cr.measured_s.push_back(rd.measured_s);
+      if (rd.unmarked_s >= 0) cr.unmarked_s.push_back(rd.unmarked_s);
     }
     // The pair shown as timelines and used for the per-kind errors: the round whose
     // run is the median (one that happened: the upper middle for an even count).
@@ -464,6 +468,7 @@ json to_json(const CompareRow& row) {
             {"tasks", rd.tasks},
             {"simulated_s", row.simulated_s},
             {"measured_s", row.measured_s},
+            {"measured_unmarked_s", row.measured_unmarked_s ? json(*row.measured_unmarked_s) : json(nullptr)},
             {"error_pct", row.error_pct},
             {"measured_p10_s", row.measured_spread_s.p10},
             {"measured_p90_s", row.measured_spread_s.p90},
@@ -590,6 +595,8 @@ void print_compare(const CompareResult& res, std::FILE* out) {
   std::fprintf(out, "  %-16s %-6s %7s %12s %12s %8s %8s", "strategy", "policy", "tasks", "simulated", "measured", "error",
                "spread");
   if (profiled) std::fprintf(out, " %12s %8s", "analytic", "error");
+  const bool plain = std::any_of(res.rows.begin(), res.rows.end(), [](const CompareRow& r) { return r.measured_unmarked_s.has_value(); });
+  if (plain) std::fprintf(out, " %12s", "unmarked");
   std::fprintf(out, "  check\n");
   int flagged = 0;
   for (const CompareRow& r : res.rows) {
@@ -600,6 +607,7 @@ void print_compare(const CompareResult& res, std::FILE* out) {
                  r.spread_exceeds_error ? "*" : " ");
     if (r.simulated_analytic_s)
       std::fprintf(out, " %12s %+7.1f%%", human_seconds(*r.simulated_analytic_s).c_str(), *r.error_analytic_pct);
+    if (plain) std::fprintf(out, " %12s", r.measured_unmarked_s ? human_seconds(*r.measured_unmarked_s).c_str() : "-");
     std::fprintf(out, "  %s\n", r.rounds.correct ? "ok" : "WRONG RESULT");
   }
   std::fprintf(out,
@@ -610,6 +618,10 @@ void print_compare(const CompareResult& res, std::FILE* out) {
                "  spread: p10 to p90 of the measured rounds, in %% of their median; * marks the %d row%s whose spread is\n"
                "  wider than the error (there the machine's drift, not the model, decides the error)\n",
                flagged, flagged == 1 ? "" : "s");
+  if (plain)
+    std::fprintf(out,
+                 "  unmarked: the same CUDA graph run without its per-task timing events, one launch timed whole (median\n"
+                 "  of the rounds): what the marks the timeline needs cost\n");
   std::fprintf(out, "\n  MAPE %.1f%%", res.mape_pct);
   if (profiled && cache_model)
     std::fprintf(out, " (hot kernel times only %.1f%%, analytic %.1f%%)", res.mape_hot_pct, res.mape_analytic_pct);

@@ -79,6 +79,7 @@ struct CompareRounds {
   std::vector<double> measured_s;
   std::vector<double> analytic_s;  // with profiled: the analytic simulation of the same round
   std::vector<double> hot_s;       // with the cache model: hot kernel times only
+  std::vector<double> unmarked_s;     // --backend cuda, --launch graph: each timed run without per-task marks
   bool correct = true;
   double max_normwise_error = 0;
 };
@@ -87,6 +88,7 @@ struct CompareRow {
   CompareRounds rounds;
   double simulated_s = 0;  // medians over the rounds
   double measured_s = 0;
+  std::optional<double> measured_unmarked_s;  // median of rounds.unmarked_s, where measured
   std::vector<double> errors_pct;  // per round, (simulated − measured) / measured
   double error_pct = 0;            // their median
   std::optional<double> simulated_analytic_s, error_analytic_pct;

@@ -25,6 +25,7 @@ std::unique_ptr<runtime::Executor> module_make_executor(runtime::Policy policy, 
   c.gpus = o.gpus;
   c.moves = runtime::parse_move_method(o.moves);
   c.launch = runtime::parse_launch_mode(o.launch);
+  c.unmarked_run = o.unmarked;
   c.comm_priority = o.comm_priority.empty() ? CommPriority::normal : runtime::parse_comm_priority(o.comm_priority);
   c.tf32 = o.tf32;
   return std::make_unique<runtime::CudaExecutor>(c);

@@ -20,6 +20,11 @@ using TensorMap = std::map<std::string, Tensor>;  // by node name
 struct RunResult {
   TensorMap outputs;  // by output node name
   Timeline timeline;
+  // The CUDA backend under --launch graph: the same run once more as a graph without the
+  // per-task marks that the timeline needs, its span (events on the launching stream
+  // around one cudaGraphLaunch, so the launch latency included): what the task graph
+  // takes when nobody watches each task. -1 where not measured.
+  double unmarked_span_s = -1;
 };
 
 // A kernel profile for compare's profiled compute model: per task, the seconds per call

@@ -43,7 +43,9 @@
 # Subsets (space-separated lists, each with the default shown in the code below):
 # CHECK_WORKLOADS, CHECK_DEVICES, CHECK_POLICIES (check), STREAM_WORKLOADS (check, with
 # --launch stream), CAP_WORKLOADS, CAP_PERCENTS (check, --memory-cap), CALIBRATE_DEVICES,
-# OVERLAP_WORKLOADS (calibrate), COMPARE_WORKLOADS (compare).
+# OVERLAP_WORKLOADS (calibrate), COMPARE_WORKLOADS (compare); UNMARKED_WORKLOADS (check,
+# with --unmarked); COMPARE_FLAGS (compare's extra options, default --unmarked: set it empty
+# to compare without the unmarked runs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-${OUT:-out/gpu-validate}}
@@ -181,6 +183,15 @@ if has_stage check; then
       done
     done
   done
+  # The same graph run first without its per-task marks and timed whole (--unmarked:
+  # graph_unmarked_s beside graph_s), the buffers reset before the marked run.
+  for w in ${UNMARKED_WORKLOADS:-chain llama-block:model=tiny ffn:dtype=bf16}; do
+    for p in async bsp; do
+      name="$(echo "$w" | tr ':,=' '___')-d4-$p-unmarked"
+      step "run $w -d 4 $p --unmarked" "$work/runs/$name.log" \
+        bash -c "'$tessel' run -w '$w' -d 4 --backend cuda --gpus 1 --policy $p --unmarked --repeat 3 --json > '$work/runs/$name.json'"
+    done
+  done
   # The same runs issued task by task to streams (--launch stream) instead of one graph.
   for w in ${STREAM_WORKLOADS:-llama-block:model=tiny ffn:dtype=bf16}; do
     for p in async bsp; do
@@ -248,7 +259,7 @@ if has_stage compare; then
            llama-block:model=tiny,seq=256 llama-block:model=tiny,seq=256,dtype=bf16}; do
     name=$(echo "$w" | tr ':,=' '___')
     step "compare $w" "$work/compare/$name.log" \
-      bash -c "'$tessel' compare -w '$w' -d 4 --backend cuda --gpus 1 -s eindecomp,data-parallel,megatron,sqrt-split \
+      bash -c "'$tessel' compare -w '$w' -d 4 --backend cuda --gpus 1 -s eindecomp,data-parallel,megatron,sqrt-split ${COMPARE_FLAGS:---unmarked} \
                --repeat 5 --warmup 1 ${margs[*]} --json > '$work/compare/$name.json'"
   done
 fi

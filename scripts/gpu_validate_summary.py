@@ -66,6 +66,7 @@ def main(out):
             runs.append({"run": name, "pass": False, "error": "no JSON (see the .log)"})
             continue
         runs.append({"run": name, "graph": j.get("graph"), "pass": j.get("pass"), "graph_s": j.get("graph_s"),
+                     "graph_unmarked_s": j.get("graph_unmarked_s"),
                      "measured_s": j.get("measured_s"), "graph_flop_rate": j.get("graph_flop_rate"),
                      "worst_normwise_error": max((c["normwise_rel_error"] for c in j.get("check", [])), default=None)})
     summary["runs"] = runs
@@ -103,7 +104,7 @@ def main(out):
                          "ranking_agree": rk.get("measured_apart_agree"), "ranking_preserved": rk.get("preserved"),
                          "correct": j.get("correct"),
                          "rows": [{k: r.get(k) for k in ("strategy", "policy", "simulated_s", "measured_s",
-                                                         "error_pct", "error_analytic_pct")}
+                                                         "measured_unmarked_s", "error_pct", "error_analytic_pct")}
                                   for r in j.get("rows", [])]})
     summary["compare"] = compares
 
@@ -152,8 +153,10 @@ def main(out):
         p(f"\ncorrectness (tessel run --backend cuda, virtual devices of GPU 0): {ok} of {len(runs)} pass")
         for r in runs:
             err = r.get("worst_normwise_error")
+            plain = r.get("graph_unmarked_s")
             p(f"  {r['run']:<48} {'PASS' if r.get('pass') else 'FAIL'}  error {err if err is not None else '-':<10.3}"
-              f"  graph {1e3 * (r.get('graph_s') or 0):9.3f} ms")
+              f"  graph {1e3 * (r.get('graph_s') or 0):9.3f} ms"
+              + (f"  unmarked {1e3 * plain:9.3f} ms" if plain is not None else ""))
     for i, (d, c) in enumerate(calibrations.items()):
         p(f"\ncalibration, {d} device(s) on {c.get('gpus')} GPU(s): {c.get('device_name')} (sm {c.get('compute_capability')},"
           f" driver {c.get('driver_version')}, runtime {c.get('runtime_version')})")
@@ -194,6 +197,11 @@ def main(out):
                 continue
             p(f"  {c['graph']:<44} MAPE {c['mape_pct']:6.1f}% (analytic {c['mape_analytic_pct']:6.1f}%)  ranking "
               f"{c['ranking_agree']}/{c['ranking_measured_apart']}  correct {c['correct']}")
+            for r in c["rows"]:
+                plain = r.get("measured_unmarked_s")
+                p(f"      {r['strategy']:<14} {r['policy']:<6} simulated {1e3 * r['simulated_s']:8.3f} ms  measured "
+                  f"{1e3 * r['measured_s']:8.3f} ms  ({r['error_pct']:+6.1f}%)"
+                  + (f"  unmarked {1e3 * plain:8.3f} ms" if plain is not None else ""))
         if "compare_suite_mape_pct" in summary:
             a, b = summary["compare_suite_ranking"]
             p(f"  suite MAPE {summary['compare_suite_mape_pct']:.1f}%, ranking {a} of {b} pairs measured apart "

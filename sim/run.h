@@ -337,7 +337,17 @@ inline bool Run::is_fused(std::int32_t i) const {
 }
 
 inline void Run::mark_interference(std::size_t dev) {
-  if (!retime_ || interf_dirty_[dev]) return;
+  if (!retime_) return;
+  if (interfere_ && share_ && chip_of_[dev] >= 0) {  // interference is chip-wide: every device of it
+    for (std::int32_t other : chip_members_[static_cast<std::size_t>(chip_of_[dev])]) {
+      const auto o = static_cast<std::size_t>(other);
+      if (interf_dirty_[o]) continue;
+      interf_dirty_[o] = 1;
+      interf_list_.push_back(other);
+    }
+    return;
+  }
+  if (interf_dirty_[dev]) return;
   interf_dirty_[dev] = 1;
   interf_list_.push_back(static_cast<std::int32_t>(dev));
 }

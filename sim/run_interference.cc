@@ -1,7 +1,9 @@
 // Re-timing running work (sim/run.h): a device whose compute and comm lanes are both
-// busy runs its compute task and its outgoing moves slower (interference), and virtual
-// devices of one chip share it: compute tasks running on a chip at once each run
-// max(1, sum of their chip shares) times slower. The factors are re-applied whenever a lane starts or stops.
+// busy runs its compute task and its outgoing moves slower (interference; on a chip shared
+// by virtual devices, when any of them computes and any communicates), and virtual devices
+// of one chip share it: compute tasks running on a chip at once each run max(1, sum of
+// their chip shares) times slower. The factors are re-applied whenever a lane starts or
+// stops.
 
 #include <algorithm>
 #include <cmath>
@@ -77,9 +79,20 @@ void Run::apply_interference(SimTime t) {
   for (std::int32_t d : interf_list_) {
     const auto dev = static_cast<std::size_t>(d);
     interf_dirty_[dev] = 0;
-    const std::size_t slot = dev * kLanes;
-    const char comm_now = interfere_ && lane_busy_[slot + kComm] > 0;
-    const char compute_now = compute_running_[dev] >= 0;
+    // On a chip shared by virtual devices, interference is the chip's: a copy on one
+    // virtual device is slowed by a GEMM on another (the streams of one GPU, as the overlap
+    // benchmark measures them), and compute by communication on any of them.
+    char comm_now = 0, compute_now = 0;
+    const std::int32_t g = share_ ? chip_of_[dev] : -1;
+    if (g >= 0) {
+      for (std::int32_t other : chip_members_[static_cast<std::size_t>(g)]) {
+        comm_now = comm_now || (interfere_ && lane_busy_[static_cast<std::size_t>(other) * kLanes + kComm] > 0);
+        compute_now = compute_now || compute_running_[static_cast<std::size_t>(other)] >= 0;
+      }
+    } else {
+      comm_now = interfere_ && lane_busy_[dev * kLanes + kComm] > 0;
+      compute_now = compute_running_[dev] >= 0;
+    }
     applied_comm_[dev] = comm_now;
     const std::int32_t c = compute_running_[dev];
     if (c >= 0) {

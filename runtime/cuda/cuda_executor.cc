@@ -409,6 +409,8 @@ struct RunResources {
   std::vector<std::pair<int, cudaEvent_t>> events;
   cudaGraph_t graph = nullptr;          // LaunchMode::graph: the captured run
   cudaGraphExec_t graph_exec = nullptr;
+  cudaGraph_t plain = nullptr;          // the same without per-task marks (CudaOptions::unmarked_run)
+  cudaGraphExec_t plain_exec = nullptr;
 
   RunResources() = default;
   RunResources(const RunResources&) = delete;
@@ -420,6 +422,8 @@ struct RunResources {
     }
     if (graph_exec) cudaGraphExecDestroy(graph_exec);
     if (graph) cudaGraphDestroy(graph);
+    if (plain_exec) cudaGraphExecDestroy(plain_exec);
+    if (plain) cudaGraphDestroy(plain);
     for (auto& [g, e] : events) {
       cudaSetDevice(g);
       cudaEventDestroy(e);
@@ -492,9 +496,32 @@ class CudaRun {
   }
 
   RunResult execute() {
+    double unmarked_span_s = -1;
     if (s_.options.launch == LaunchMode::graph) {
-      capture();  // the issue sequence, as a graph, instantiated and uploaded: before the clock
+      // The issue sequence, as graphs, instantiated and uploaded: before the clock.
+      const bool plain = s_.options.unmarked_run && !profiling_;
+      if (plain) capture(false, &res_.plain, &res_.plain_exec);
+      capture(true, &res_.graph, &res_.graph_exec);
       TESSEL_CUDA_CHECK(cudaSetDevice(origin_gpu_));
+      if (plain) {  // unmarked, timed whole; then the buffers as they were before it
+        cudaEvent_t a = res_.event(origin_gpu_), b = res_.event(origin_gpu_);
+        TESSEL_CUDA_CHECK(cudaEventRecord(a, origin_));
+        TESSEL_CUDA_CHECK(cudaGraphLaunch(res_.plain_exec, origin_));
+        TESSEL_CUDA_CHECK(cudaEventRecord(b, origin_));
+        const cudaError_t e = cudaEventSynchronize(b);
+        if (e != cudaSuccess)
+          fail("cuda executor: the task graph (unmarked run) failed on GPU ", origin_gpu_, ": ", cuda::describe(e),
+               " — an asynchronous error of some task");
+        for (int gpu : res_.gpus_used) {
+          TESSEL_CUDA_CHECK(cudaSetDevice(gpu));
+          TESSEL_CUDA_CHECK(cudaDeviceSynchronize());
+        }
+        float ms = 0;
+        TESSEL_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+        unmarked_span_s = ms * 1e-3;
+        place();
+        TESSEL_CUDA_CHECK(cudaSetDevice(origin_gpu_));
+      }
       TESSEL_CUDA_CHECK(cudaGraphLaunch(res_.graph_exec, origin_));
     } else {
       issue();
@@ -507,6 +534,7 @@ class CudaRun {
              "): ", cuda::describe(e), " — an asynchronous error of some task issued to it");
     }
     RunResult result;
+    result.unmarked_span_s = unmarked_span_s;
     result.timeline.source = std::string("cuda-") + std::string(to_string(s_.options.policy));
     for (std::size_t i = 0; i < tg_.tasks.size(); ++i) {
       const Task& t = tg_.tasks[i];
@@ -1119,8 +1147,9 @@ class CudaRun {
   // joins through the clock's fork and rejoins at the end; then instantiated and
   // uploaded, all before the clock. A failure while capturing ends the capture (the
   // stream would otherwise stay in capture mode) and reports the failure.
-  void capture() {
+  void capture(bool marks, cudaGraph_t* graph, cudaGraphExec_t* exec) {
     graph_ = true;
+    marks_ = marks;
     origin_gpu_ = res_.gpus_used.front();
     origin_ = nullptr;
     for (DeviceContext* c : ctx_)
@@ -1149,15 +1178,16 @@ class CudaRun {
       throw;
     }
     TESSEL_CUDA_CHECK(cudaSetDevice(origin_gpu_));
-    TESSEL_CUDA_CHECK(cudaStreamEndCapture(origin_, &res_.graph));
-    TESSEL_CUDA_CHECK(cudaGraphInstantiate(&res_.graph_exec, res_.graph, 0));
-    TESSEL_CUDA_CHECK(cudaGraphUpload(res_.graph_exec, origin_));
+    TESSEL_CUDA_CHECK(cudaStreamEndCapture(origin_, graph));
+    TESSEL_CUDA_CHECK(cudaGraphInstantiate(exec, *graph, 0));
+    TESSEL_CUDA_CHECK(cudaGraphUpload(*exec, origin_));
     TESSEL_CUDA_CHECK(cudaStreamSynchronize(origin_));
   }
 
   // A task's start and end marks: plain records when issued to streams; during a capture,
   // event record nodes (external events, readable after the graph ran).
   void record_mark(cudaEvent_t e, cudaStream_t st) {
+    if (!marks_) return;  // an unmarked capture (CudaOptions::unmarked_run)
     if (graph_) {
       TESSEL_CUDA_CHECK(cudaEventRecordWithFlags(e, st, cudaEventRecordExternal));
     } else {
@@ -1324,6 +1354,7 @@ class CudaRun {
   std::vector<int> start_gpu_, end_gpu_;
   std::map<int, cudaEvent_t> t0_;
   bool graph_ = false;  // issue() runs under a stream capture (LaunchMode::graph)
+  bool marks_ = true;   // per-task start and end marks recorded (false: CudaOptions::unmarked_run's capture)
   int origin_gpu_ = 0;
   cudaStream_t origin_ = nullptr;  // the capture's origin: GPU 0's first compute stream
   std::vector<std::pair<int, cudaStream_t>> run_streams_;  // every stream of the run

@@ -98,6 +98,12 @@ struct CudaOptions {
   MoveMethod moves = MoveMethod::copy;
   CommPriority comm_priority = CommPriority::normal;
   LaunchMode launch = LaunchMode::graph;
+  // Under LaunchMode::graph: before the timed, marked run, run the graph once without the
+  // per-task event nodes and time it whole (RunResult::unmarked_span_s; the buffers are
+  // reset between the two). The marks cost: each task is two event record nodes besides
+  // its kernels. Added after the first GPU validation: NOT YET RUN ON A GPU, hence off by
+  // default (`--unmarked`; scripts/gpu-validate.sh turns it on).
+  bool unmarked_run = false;
   bool tf32 = false;   // f32 contractions on tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32)
   bool poison = true;  // fill write-once buffers with NaN before a run
 };

@@ -139,7 +139,7 @@ TEST(RunCli, ChecksAgainstTheReferenceOnEveryWorkloadAndBackend) {
 TEST(RunCli, CudaOptionsWithAnotherBackendAreRefused) {
   for (const std::string backend : {"cpu", "block"})
     for (const std::string option : {"--comm-priority high", "--comm-priority normal", "--gpus 1", "--moves nccl",
-                                     "--tf32", "--launch stream"}) {
+                                     "--tf32", "--launch stream", "--unmarked"}) {
       auto r = run_tessel("run -w chain:size=32 -d 2 --backend " + backend + " " + option);
       EXPECT_EQ(r.status, 1) << backend << " " << option << ": " << r.output();
       const std::string name = option.substr(0, option.find(' '));

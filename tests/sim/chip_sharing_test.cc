@@ -3,6 +3,8 @@
 // not slowed, and the chip survives the machine JSON.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "core/machine.h"
 #include "sim/simulator.h"
 #include "tests/sim/sim_test_util.h"
@@ -80,6 +82,43 @@ TEST(ChipSharing, KernelsThatFillPartOfTheChipShareItOnlyBeyondItsWhole) {
   EXPECT_NEAR(simulate(b.graph(), m, o).makespan_s, 1.75e-3, 1e-12);
   o.task_chip_share = {0.5};
   EXPECT_THROW((void)simulate(b.graph(), m, o), Error);
+}
+
+}  // namespace
+}  // namespace tessel::sim
+
+namespace tessel::sim {
+namespace {
+
+// Interference on a shared chip is the chip's: a GEMM on virtual device 0 slows a move
+// sent by virtual device 1 (two streams of one GPU, as the overlap benchmark measures),
+// and the move slows the GEMM; on chips of their own neither is slowed. The closed form
+// of tests/sim/interference_test.cc: compute C = 1 ms, move M = 100 us, factors a, b while
+// both run, b·M < a·C: the move ends at b·M, compute at C + b·M·(1 − 1/a).
+TEST(ChipSharing, InterferenceCrossesTheVirtualDevicesOfOneChip) {
+  const double a = 1.25, b = 4.0, C = 1e-3, M = 1e-4;
+  Machine m = testing::switch_machine(2, 0, 1e10);
+  m.interference = Interference{};
+  m.interference.measured = true;
+  m.interference.normal = {a, b, "test"};
+  auto run = [&](const Machine& mm) {
+    testing::TgBuilder bld(2);
+    BufferId in = bld.input(1, 1'000'000);
+    bld.compute(0, 1e9, 0, {});
+    const TaskId compute = bld.last();
+    bld.move(in, 0);
+    const TaskId move = bld.last();
+    SimOptions o;
+    const SimResult r = simulate(bld.graph(), mm, o);
+    return std::pair{r.timeline.spans[compute.index()].end_s, r.timeline.spans[move.index()].end_s};
+  };
+  const auto [alone_compute, alone_move] = run(m);
+  EXPECT_NEAR(alone_compute, C, 1e-12);
+  EXPECT_NEAR(alone_move, M, 1e-12);
+  m.devices[0].chip = m.devices[1].chip = 0;
+  const auto [compute_end, move_end] = run(m);
+  EXPECT_NEAR(move_end, b * M, 1e-12);
+  EXPECT_NEAR(compute_end, C + b * M * (1 - 1 / a), 1e-12);
 }
 
 }  // namespace

@@ -654,7 +654,7 @@ def cli_cases(rng):
                           outputs=("t.json",)))
     # The CUDA backend's options with another backend change nothing: refused by run and einsum.
     for i, opt in enumerate([["--comm-priority", "high"], ["--comm-priority", "normal"], ["--gpus", "1"],
-                             ["--moves", "nccl"], ["--tf32"], ["--launch", "stream"]]):
+                             ["--moves", "nccl"], ["--tf32"], ["--launch", "stream"], ["--unmarked"]]):
         for backend in ("cpu", "block"):
             cases.append(Case(f"cli/run-cuda-option-{i:02d}-{backend}", ["run", "-w", "chain:size=8", "-d", "1",
                                                                          "--backend", backend, "--trace", "t.json"] + opt,

@@ -240,8 +240,8 @@ TEST_F(CudaExecutorTest, KernelProfileTimesEveryComputeTask) {
   }
 }
 
-// A run launched as one CUDA graph and one issued task by task to streams compute the
-// same bits, and both timelines keep every dependency.
+// A run launched as one CUDA graph (after its unmarked run, --unmarked) and one issued task
+// by task to streams compute the same bits, and both timelines keep every dependency.
 TEST_F(CudaExecutorTest, GraphAndStreamLaunchGiveTheSameBits) {
   const Graph g = build_workload("llama-block:model=tiny");
   const TaskGraph tg = lower(g, split_largest(g, 4));
@@ -249,11 +249,18 @@ TEST_F(CudaExecutorTest, GraphAndStreamLaunchGiveTheSameBits) {
   for (Policy policy : {Policy::async, Policy::bsp}) {
     CudaOptions go{policy, 1}, so{policy, 1};
     go.launch = LaunchMode::graph;
+    go.unmarked_run = true;  // the graph runs twice: unmarked, then marked
     so.launch = LaunchMode::stream;
+    so.unmarked_run = true;  // ignored: stream launches have no unmarked run
     CudaExecutor graph_exec(go), stream_exec(so);
     const RunResult a = graph_exec.run(g, tg, inputs);
     const RunResult b = stream_exec.run(g, tg, inputs);
+    // The graph ran twice (unmarked, then marked, the buffers reset between): the second
+    // run's accumulators started from their identity again, or the bits would differ.
     for (const auto& [name, t] : a.outputs) EXPECT_EQ(t.data, b.outputs.at(name).data) << name;
+    EXPECT_GT(a.unmarked_span_s, 0);
+    EXPECT_LT(a.unmarked_span_s, 1.0);
+    EXPECT_EQ(b.unmarked_span_s, -1);
     for (const RunResult* r : {&a, &b}) {
       ASSERT_EQ(r->timeline.spans.size(), tg.tasks.size());
       for (std::size_t i = 0; i < tg.tasks.size(); ++i)
