@@ -30,7 +30,9 @@
 //                times slower, where a task's share of the chip is 1 unless
 //                SimOptions::task_chip_share says less (processor sharing; it multiplies
 //                the interference factor below). Moves and touches are not shared.
-//   interference while a device's compute lane and its comm lane are both busy, its
+//   interference while a device's compute lane and its comm lane are both busy (on a
+//                chip shared by virtual devices: while any of its devices computes and
+//                any communicates — the streams of one GPU), its
 //                compute task runs Machine::interference.compute_slowdown(sm_count) times
 //                slower and its outgoing moves comm_slowdown times slower; the factors
 //                are re-applied whenever either lane starts or stops (progress is kept).

@@ -44,7 +44,7 @@
 // send/recv between GPUs of this process (MoveMethod::nccl: one GPU per logical device,
 // since NCCL refuses two ranks on one GPU).
 //
-// Memory-capped graphs (core/memory_plan.h, --memory-cap; never run on a GPU either):
+// Memory-capped graphs (core/memory_plan.h, --memory-cap; run on an H200 against the reference):
 // each logical device's buffers sit at the offsets plan_memory() gave them in a range of
 // the planned size (buffers whose ranges overlap are never live at once), host buffers
 // in page-locked host memory (cudaMallocHost, one block per device, freed with the run);
