@@ -250,6 +250,10 @@ void Machine::validate(std::string_view what_sv) const {
       fail(w, ".type: device type ", d.type, " does not exist (the machine has ", device_types.size(), ")");
     if (d.host < 0 || static_cast<std::size_t>(d.host) >= hosts.size())
       fail(w, ".host: host ", d.host, " does not exist (the machine has ", hosts.size(), ")");
+    // A chip per physical GPU: there cannot be more chips than devices.
+    if (d.chip < -1 || (d.chip >= 0 && static_cast<std::size_t>(d.chip) >= devices.size()))
+      fail(w, ".chip: ", d.chip, " is not a chip index: devices sharing a GPU name it by a number from 0 to ",
+           devices.size() - 1, " (the machine has ", devices.size(), " device", devices.size() == 1 ? "" : "s", ")");
     check_links(d.fabric_out, links.size(), w + ".fabric_out");
     check_links(d.fabric_in, links.size(), w + ".fabric_in");
     check_links(d.network_out, links.size(), w + ".network_out");

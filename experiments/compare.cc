@@ -259,6 +259,16 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
   Machine cuda_machine;  // --backend cuda without a machine: calibrated once, before the rounds
   if (calibrated_now && cuda) {
     res.calibration = cli::calibrate_cuda_backend(devices, o.cuda.gpus, o.calibration_seconds, &cuda_machine);
+    // The machine's per-task overhead is the graph launch's; runs issued to streams pay
+    // the overhead measured that way.
+    if (o.cuda.launch == "stream" && res.calibration.contains("task_overhead_stream_s"))
+      for (DeviceType& t : cuda_machine.device_types)
+        t.launch_latency_s = res.calibration["task_overhead_stream_s"].get<double>();
+  } else if (cuda && o.cuda.launch == "stream") {
+    std::fprintf(log,
+                 "tessel: warning: --launch stream with a given machine: its per-task overhead (launch_latency_s) "
+                 "is whatever it was calibrated as; tessel calibrate --backend cuda writes the graph launch's "
+                 "(its JSON also reports task_overhead_stream_s)\n");
   } else if (calibrated_now) {
     std::fprintf(log, "calibrating the CPU backend with %d workers, one round before each timed round\n", devices);
     calibrator = std::make_unique<runtime::CpuCalibrator>(runtime::CalibrationOptions{devices, o.calibration_seconds, 1});

@@ -584,15 +584,10 @@ class CudaRun {
       if (it == seen.end()) {
         const int gpu = gpu_of(t.device);
         cudaStream_t stream = ctx(t.device).compute;
-        cudaEvent_t a = res_.event(gpu), b = res_.event(gpu);
         launch_compute(t, stream);  // warm-up
-        TESSEL_CUDA_CHECK(cudaEventRecord(a, stream));
-        for (int c = 0; c < calls; ++c) launch_compute(t, stream);
-        TESSEL_CUDA_CHECK(cudaEventRecord(b, stream));
-        TESSEL_CUDA_CHECK(cudaEventSynchronize(b));
-        float ms = 0;
-        TESSEL_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-        const double alone = ms * 1e-3 / calls;
+        const double alone = gpu_seconds(gpu, {stream}, [&] {
+                               for (int c = 0; c < calls; ++c) launch_compute(t, stream);
+                             }) / calls;
         it = seen.emplace(key, std::make_pair(alone, concurrent_share(t, calls, alone))).first;
       }
       out.seconds[i] = it->second.first;
@@ -611,31 +606,84 @@ class CudaRun {
 
   // Task t's kernel issued `calls` times on each compute stream of the K logical devices
   // on its GPU at once (the same buffers: the values written race, the time does not
-  // depend on them): (time of K at once) / (K × alone), in [1/K, 1]; 1 where K = 1.
+  // depend on them; a contraction on each device's own cuBLAS handle and workspace, so
+  // only devices that have one take part): (time of K at once) / (K × alone), in
+  // [1/K, 1]; 1 where K = 1.
   double concurrent_share(const Task& t, int calls, double alone) {
     const int gpu = gpu_of(t.device);
+    std::vector<int> devices;
     std::vector<cudaStream_t> streams;
     for (std::size_t d = 0; d < ctx_.size(); ++d)
-      if (gpu_of_[d] == gpu) streams.push_back(ctx_[d]->compute);
+      if (gpu_of_[d] == gpu && (!t.contraction || extra_ptr_[5 * d + 4])) {
+        devices.push_back(static_cast<int>(d));
+        streams.push_back(ctx_[d]->compute);
+      }
     const int k = static_cast<int>(streams.size());
     if (k < 2 || !(alone > 0)) return 1.0;
-    cudaEvent_t a = res_.event(gpu), b = res_.event(gpu);
-    TESSEL_CUDA_CHECK(cudaSetDevice(gpu));
-    TESSEL_CUDA_CHECK(cudaEventRecord(a, streams[0]));
-    for (std::size_t s = 1; s < streams.size(); ++s) TESSEL_CUDA_CHECK(cudaStreamWaitEvent(streams[s], a, 0));
-    for (int c = 0; c < calls; ++c)
-      for (cudaStream_t s : streams) launch_compute(t, s);
-    for (std::size_t s = 1; s < streams.size(); ++s) {
-      cudaEvent_t e = res_.event(gpu, false);
-      TESSEL_CUDA_CHECK(cudaEventRecord(e, streams[s]));
-      TESSEL_CUDA_CHECK(cudaStreamWaitEvent(streams[0], e, 0));
-    }
-    TESSEL_CUDA_CHECK(cudaEventRecord(b, streams[0]));
-    TESSEL_CUDA_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    TESSEL_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    const double together = ms * 1e-3 / calls;
+    const double together = gpu_seconds(gpu, streams, [&] {
+                              for (int c = 0; c < calls; ++c)
+                                for (std::size_t s = 0; s < streams.size(); ++s) launch_compute(t, streams[s], devices[s]);
+                            }) / calls;
     return std::clamp(together / (k * alone), 1.0 / k, 1.0);
+  }
+
+  // The GPU's seconds for the work `body` issues to `streams` (all of GPU `gpu`), captured
+  // into a graph first so that the host's rate of launches is not what is timed (small
+  // kernels launch faster from a graph than the host issues them); timed from an event
+  // before the graph's launch to one after it. Where the capture fails, the work issued
+  // directly and timed the same way (the host's issue rate then bounds small kernels).
+  double gpu_seconds(int gpu, const std::vector<cudaStream_t>& streams, const std::function<void()>& body) {
+    TESSEL_CUDA_CHECK(cudaSetDevice(gpu));
+    cudaStream_t s0 = streams.front();
+    auto fork_join = [&](const std::function<void()>& work) {
+      cudaEvent_t fork = res_.event(gpu, false);
+      TESSEL_CUDA_CHECK(cudaEventRecord(fork, s0));
+      for (std::size_t s = 1; s < streams.size(); ++s) TESSEL_CUDA_CHECK(cudaStreamWaitEvent(streams[s], fork, 0));
+      work();
+      TESSEL_CUDA_CHECK(cudaSetDevice(gpu));
+      for (std::size_t s = 1; s < streams.size(); ++s) {
+        cudaEvent_t e = res_.event(gpu, false);
+        TESSEL_CUDA_CHECK(cudaEventRecord(e, streams[s]));
+        TESSEL_CUDA_CHECK(cudaStreamWaitEvent(s0, e, 0));
+      }
+    };
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    bool captured = false;
+    if (cudaStreamBeginCapture(s0, cudaStreamCaptureModeRelaxed) == cudaSuccess) {
+      try {
+        fork_join(body);
+        TESSEL_CUDA_CHECK(cudaSetDevice(gpu));
+        TESSEL_CUDA_CHECK(cudaStreamEndCapture(s0, &graph));
+        TESSEL_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        captured = true;
+      } catch (const Error&) {
+        cudaGraph_t broken = nullptr;
+        (void)cudaSetDevice(gpu);
+        (void)cudaStreamEndCapture(s0, &broken);  // fails harmlessly where the capture already ended
+        if (broken) (void)cudaGraphDestroy(broken);
+      }
+    }
+    (void)cudaGetLastError();
+    cudaEvent_t a = res_.event(gpu), b = res_.event(gpu);
+    float ms = 0;
+    if (captured) {
+      TESSEL_CUDA_CHECK(cudaGraphLaunch(exec, s0));  // warm-up (uploads the graph)
+      TESSEL_CUDA_CHECK(cudaEventRecord(a, s0));
+      TESSEL_CUDA_CHECK(cudaGraphLaunch(exec, s0));
+      TESSEL_CUDA_CHECK(cudaEventRecord(b, s0));
+      const cudaError_t e = cudaEventSynchronize(b);
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
+      TESSEL_CUDA_CHECK(e);
+    } else {
+      TESSEL_CUDA_CHECK(cudaEventRecord(a, s0));
+      fork_join(body);
+      TESSEL_CUDA_CHECK(cudaEventRecord(b, s0));
+      TESSEL_CUDA_CHECK(cudaEventSynchronize(b));
+    }
+    TESSEL_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    return ms * 1e-3;
   }
 
  private:
@@ -927,7 +975,9 @@ class CudaRun {
     }
   }
 
-  void launch_gemm(const Task& t, cudaStream_t stream) {
+  // `handle_device` >= 0: on that logical device's cuBLAS handle and workspace (the kernel
+  // profile runs one kernel on several devices' streams at once; one workspace each).
+  void launch_gemm(const Task& t, cudaStream_t stream, int handle_device = -1) {
     const Node& node = g_.node(t.node);
     const GemmPlan& p = *gemm_[static_cast<std::size_t>(&t - tg_.tasks.data())];
     const DType dt = tg_.buffer(t.writes).dtype;
@@ -963,7 +1013,8 @@ class CudaRun {
     const double one_d = 1, zero_d = 0;
     const void* alpha = dt == DType::f64 ? static_cast<const void*>(&one_d) : static_cast<const void*>(&one_f);
     const void* beta = dt == DType::f64 ? static_cast<const void*>(&zero_d) : static_cast<const void*>(&zero_f);
-    cublasHandle_t h = ctx(t.device).blas;
+    const std::size_t hd = handle_device >= 0 ? static_cast<std::size_t>(handle_device) : d;
+    cublasHandle_t h = ctx_[hd]->blas;
     // The handle stays on the compute stream that plan_memory() set with the workspace:
     // setting a stream again would reset the workspace to cuBLAS's default pool, which
     // allocates on first use, inside the timed run.
@@ -971,7 +1022,7 @@ class CudaRun {
     TESSEL_CUBLAS_CHECK(cublasGetStream(h, &current));
     if (current != stream) {
       TESSEL_CUBLAS_CHECK(cublasSetStream(h, stream));
-      TESSEL_CUBLAS_CHECK(cublasSetWorkspace(h, extra_ptr_[5 * d + 4], static_cast<std::size_t>(kCublasWorkspaceBytes)));
+      TESSEL_CUBLAS_CHECK(cublasSetWorkspace(h, extra_ptr_[5 * hd + 4], static_cast<std::size_t>(kCublasWorkspaceBytes)));
     }
     TESSEL_CUBLAS_CHECK(cublasGemmStridedBatchedEx(h, op_b, op_a, n, m, k, alpha, b, cuda_type(dt), ld_b,
                                                    static_cast<long long>(p.k) * p.n, a, cuda_type(dt), ld_a,
@@ -981,7 +1032,7 @@ class CudaRun {
     if (p.c_permute) launch_copy(p.c_copy, dt, dt, Agg::none, c_gemm, c, gpu, stream);
   }
 
-  void launch_compute(const Task& t, cudaStream_t stream) {
+  void launch_compute(const Task& t, cudaStream_t stream, int handle_device = -1) {
     const Node& n = g_.node(t.node);
     const int gpu = gpu_of(t.device);
     TESSEL_CUDA_CHECK(cudaSetDevice(gpu));
@@ -990,7 +1041,7 @@ class CudaRun {
       return;
     }
     if (t.contraction) {
-      launch_gemm(t, stream);
+      launch_gemm(t, stream, handle_device);
       return;
     }
     const TaskKernel& k = task_kernel_[static_cast<std::size_t>(&t - tg_.tasks.data())];

@@ -141,9 +141,14 @@ class CudaExecutor final : public Executor {
   // a row on its device's compute stream, after the run's inputs are placed, timed with
   // one event pair; per task the seconds per call of its kernel, -1 for other tasks.
   // Where K > 1 logical devices share the kernel's GPU (virtual devices), the kernel is
-  // also issued on the K devices' compute streams at once: its chip share is
-  // (time of K at once) / (K × time alone), clamped to [1/K, 1] — 1 for a kernel that
-  // fills the GPU alone, 1/K for one that K copies of run as fast as one.
+  // also issued on the K devices' compute streams at once (a contraction on each device's
+  // own cuBLAS handle and workspace): its chip share is (time of K at once) / (K × time
+  // alone), clamped to [1/K, 1] — 1 for a kernel that fills the GPU alone, 1/K for one
+  // that K copies of run as fast as one. Both times are taken on the work captured into a
+  // CUDA graph (so that small kernels are not timed at the host's launch rate), falling back
+  // to direct issue where the capture fails. The graph timing and the per-device handles
+  // were added after the H200 run of 2026-11-28, which issued directly on one handle:
+  // not yet run on a GPU.
   [[nodiscard]] KernelProfile profile_kernels(const Graph& g, const TaskGraph& tg, const TensorMap& inputs,
                                               int calls = 20);
 

@@ -123,3 +123,19 @@ TEST(ChipSharing, InterferenceCrossesTheVirtualDevicesOfOneChip) {
 
 }  // namespace
 }  // namespace tessel::sim
+
+namespace tessel::sim {
+namespace {
+
+TEST(ChipSharing, AChipIndexBeyondTheDevicesIsRefusedNamingIt) {
+  Machine m = testing::bare_machine(2);
+  nlohmann::json j = to_json(m);
+  j["devices"][1]["chip"] = 2147483647;
+  const std::string e = tessel::testing::error_of([&] { (void)machine_from_json(j, "m.json"); });
+  EXPECT_NE(e.find("m.json.devices[1].chip: 2147483647 is not a chip index"), std::string::npos) << e;
+  j["devices"][1]["chip"] = 1;  // the highest a 2-device machine may name
+  EXPECT_EQ(machine_from_json(j, "m.json").devices[1].chip, 1);
+}
+
+}  // namespace
+}  // namespace tessel::sim
