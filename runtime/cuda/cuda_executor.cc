@@ -400,6 +400,16 @@ struct CudaExecutor::State {
 
 namespace {
 
+// Ends a stream capture that failed part-way (the stream would otherwise stay in capture
+// mode) and drops what it captured; errors are expected here and cleared.
+void abandon_capture(int gpu, cudaStream_t origin) {
+  cudaGraph_t broken = nullptr;
+  (void)cudaSetDevice(gpu);
+  (void)cudaStreamEndCapture(origin, &broken);  // fails harmlessly where the capture already ended
+  if (broken) (void)cudaGraphDestroy(broken);
+  (void)cudaGetLastError();
+}
+
 // Everything one run allocates, released (after the GPUs have finished) however the run
 // ends: nothing is left running or allocated after an error.
 struct RunResources {
@@ -635,17 +645,14 @@ class CudaRun {
   double gpu_seconds(int gpu, const std::vector<cudaStream_t>& streams, const std::function<void()>& body) {
     TESSEL_CUDA_CHECK(cudaSetDevice(gpu));
     cudaStream_t s0 = streams.front();
+    std::vector<std::pair<int, cudaStream_t>> on_gpu;
+    for (cudaStream_t st : streams) on_gpu.emplace_back(gpu, st);
     auto fork_join = [&](const std::function<void()>& work) {
       cudaEvent_t fork = res_.event(gpu, false);
       TESSEL_CUDA_CHECK(cudaEventRecord(fork, s0));
       for (std::size_t s = 1; s < streams.size(); ++s) TESSEL_CUDA_CHECK(cudaStreamWaitEvent(streams[s], fork, 0));
       work();
-      TESSEL_CUDA_CHECK(cudaSetDevice(gpu));
-      for (std::size_t s = 1; s < streams.size(); ++s) {
-        cudaEvent_t e = res_.event(gpu, false);
-        TESSEL_CUDA_CHECK(cudaEventRecord(e, streams[s]));
-        TESSEL_CUDA_CHECK(cudaStreamWaitEvent(s0, e, 0));
-      }
+      join_into(gpu, s0, on_gpu);
     };
     cudaGraph_t graph = nullptr;
     cudaGraphExec_t exec = nullptr;
@@ -658,10 +665,7 @@ class CudaRun {
         TESSEL_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
         captured = true;
       } catch (const Error&) {
-        cudaGraph_t broken = nullptr;
-        (void)cudaSetDevice(gpu);
-        (void)cudaStreamEndCapture(s0, &broken);  // fails harmlessly where the capture already ended
-        if (broken) (void)cudaGraphDestroy(broken);
+        abandon_capture(gpu, s0);
       }
     }
     (void)cudaGetLastError();
@@ -1212,20 +1216,9 @@ class CudaRun {
     TESSEL_CUDA_CHECK(cudaStreamBeginCapture(origin_, cudaStreamCaptureModeRelaxed));
     try {
       issue();
-      // Every stream rejoins the origin: the capture ends on it.
-      for (auto& [gpu, st] : run_streams_) {
-        if (st == origin_) continue;
-        cudaEvent_t e = res_.event(gpu, false);
-        TESSEL_CUDA_CHECK(cudaEventRecord(e, st));
-        TESSEL_CUDA_CHECK(cudaSetDevice(origin_gpu_));
-        TESSEL_CUDA_CHECK(cudaStreamWaitEvent(origin_, e, 0));
-      }
+      join_into(origin_gpu_, origin_, run_streams_);  // every stream rejoins the origin: the capture ends on it
     } catch (...) {
-      cudaGraph_t broken = nullptr;
-      (void)cudaSetDevice(origin_gpu_);
-      (void)cudaStreamEndCapture(origin_, &broken);
-      if (broken) (void)cudaGraphDestroy(broken);
-      (void)cudaGetLastError();
+      abandon_capture(origin_gpu_, origin_);
       throw;
     }
     TESSEL_CUDA_CHECK(cudaSetDevice(origin_gpu_));
@@ -1233,6 +1226,19 @@ class CudaRun {
     TESSEL_CUDA_CHECK(cudaGraphInstantiate(exec, *graph, 0));
     TESSEL_CUDA_CHECK(cudaGraphUpload(*exec, origin_));
     TESSEL_CUDA_CHECK(cudaStreamSynchronize(origin_));
+  }
+
+  // `hub` waits for everything issued so far to every other stream of `streams` (one
+  // event each): the capture's rejoin, a bsp barrier's first half, the profile's join.
+  void join_into(int hub_gpu, cudaStream_t hub, const std::vector<std::pair<int, cudaStream_t>>& streams) {
+    for (const auto& [gpu, st] : streams) {
+      if (st == hub) continue;
+      cudaEvent_t e = res_.event(gpu, false);
+      TESSEL_CUDA_CHECK(cudaSetDevice(gpu));
+      TESSEL_CUDA_CHECK(cudaEventRecord(e, st));
+      TESSEL_CUDA_CHECK(cudaSetDevice(hub_gpu));
+      TESSEL_CUDA_CHECK(cudaStreamWaitEvent(hub, e, 0));
+    }
   }
 
   // A task's start and end marks: plain records when issued to streams; during a capture,
@@ -1320,13 +1326,7 @@ class CudaRun {
         // through one hub stream (the first) rather than every pair: 3k calls (or graph
         // edges) for k streams, not k^2.
         auto& [hub_gpu, hub] = streams.front();
-        for (auto& [gpu, s] : streams) {
-          if (s == hub) continue;
-          cudaEvent_t e = res_.event(gpu, false);
-          TESSEL_CUDA_CHECK(cudaEventRecord(e, s));
-          TESSEL_CUDA_CHECK(cudaSetDevice(hub_gpu));
-          TESSEL_CUDA_CHECK(cudaStreamWaitEvent(hub, e, 0));
-        }
+        join_into(hub_gpu, hub, streams);
         cudaEvent_t all = res_.event(hub_gpu, false);
         TESSEL_CUDA_CHECK(cudaEventRecord(all, hub));
         for (auto& [gpu, s] : streams) {
