@@ -183,6 +183,8 @@ void Machine::validate(std::string_view what_sv) const {
     if (t.memory_capacity_bytes <= 0) fail(w, ".memory_capacity_bytes: must be > 0, got ", t.memory_capacity_bytes);
     if (!finite_non_negative(t.launch_latency_s))
       fail(w, ".launch_latency_s: must be a finite number >= 0, got ", t.launch_latency_s);
+    if (!finite_non_negative(t.dispatch_interval_s))
+      fail(w, ".dispatch_interval_s: must be a finite number >= 0, got ", t.dispatch_interval_s);
     if (t.sm_count < 0) fail(w, ".sm_count: must be >= 0, got ", t.sm_count);
     if (t.cache_capacity_bytes < 0) fail(w, ".cache_capacity_bytes: must be >= 0, got ", t.cache_capacity_bytes);
     if (!finite_non_negative(t.cache_bytes_per_s))
@@ -678,6 +680,7 @@ json to_json(const Machine& m) {
                      {"memory_bytes_per_s", t.memory_bytes_per_s},
                      {"memory_capacity_bytes", t.memory_capacity_bytes},
                      {"launch_latency_s", t.launch_latency_s},
+                     {"dispatch_interval_s", t.dispatch_interval_s},
                      {"sm_count", t.sm_count},
                      {"efficiency", eff},
                      {"generic_flops_per_s", t.generic_flops_per_s},
@@ -765,6 +768,7 @@ Machine machine_from_json(const json& j, std::string_view what_sv) {
     if (!(cap > 0 && cap < 9.2e18)) fail(w, ".memory_capacity_bytes: must be > 0, got ", json_read::describe(field(tj, "memory_capacity_bytes", w)));
     t.memory_capacity_bytes = static_cast<std::int64_t>(cap);
     t.launch_latency_s = number_field_or(tj, "launch_latency_s", w, 0.0);
+    t.dispatch_interval_s = number_field_or(tj, "dispatch_interval_s", w, 0.0);
     if (tj.contains("sm_count")) t.sm_count = static_cast<int>(integer(tj.at("sm_count"), w + ".sm_count"));
     t.generic_flops_per_s = number_field_or(tj, "generic_flops_per_s", w, 0.0);
     t.transcendental_flops_per_s = number_field_or(tj, "transcendental_flops_per_s", w, 0.0);

@@ -45,7 +45,7 @@
 //                     reserved-SM rows, "measured", the fused-task model)
 //    "barrier_latency_s": 0}
 // Optional fields: a device type's peak_flops_per_s entries (a dtype left out cannot be
-// simulated), launch_latency_s (0), sm_count (0), efficiency ([] = 1); a device's link
+// simulated), launch_latency_s (0), dispatch_interval_s (0), sm_count (0), efficiency ([] = 1); a device's link
 // lists ([]); a link's bytes_per_s_by_size ([]: bytes_per_s at every size; points with
 // bytes > 0 rising from point to point and bytes_per_s > 0); hosts (one host "host0" when
 // left out); routes ([]); interference (the
@@ -136,6 +136,12 @@ struct DeviceType {
   double memory_bytes_per_s = 0;
   std::int64_t memory_capacity_bytes = 0;
   double launch_latency_s = 0;
+  // The least time between two task starts on one chip (Device::chip; a device without
+  // one is its own chip): a GPU's front end takes the executor's graph nodes one after
+  // another, so tasks of every stream and virtual device on it start no faster than one
+  // per dispatch_interval_s (the H200 measured ~5 us per marked task). The simulator holds
+  // a ready task's lane until the chip's next start is due. 0 = no limit (every preset).
+  double dispatch_interval_s = 0;
   int sm_count = 0;
   std::vector<EfficiencyPoint> efficiency;  // sorted by flops; empty = 1 everywhere
   // Rate of compute tasks that are not contractions (elementwise, reductions), flop/s;

@@ -93,6 +93,13 @@ void print_report(const sim::SimResult& r, const TaskGraph& tg, const Machine& m
   auto pct = [&](double v) { return ms > 0 ? 100.0 * v / ms : 0.0; };
   std::printf("  tasks         %s\n", task_counts(tg).c_str());
   std::printf("  makespan      %s\n", human_seconds(ms).c_str());
+  if (r.dispatch_held_tasks > 0) {
+    double interval = 0;
+    for (const DeviceType& t : m.device_types) interval = std::max(interval, t.dispatch_interval_s);
+    std::printf("  dispatch      %lld of %zu tasks waited for their chip's dispatch gate (one start per %s), %s in all\n",
+                static_cast<long long>(r.dispatch_held_tasks), tg.tasks.size(), human_seconds(interval).c_str(),
+                human_seconds(r.dispatch_wait_s).c_str());
+  }
   std::printf("  per device    compute busy %.1f%% (max %.1f%%), comm busy %.1f%%, idle %.1f%% (means over %zu devices)\n",
               pct(compute / nd), pct(max_compute), pct(comm / nd), pct(idle / nd), r.devices.size());
   std::size_t busiest = 0;

@@ -262,13 +262,16 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
     // The machine's per-task overhead is the graph launch's; runs issued to streams pay
     // the overhead measured that way.
     if (o.cuda.launch == "stream" && res.calibration.contains("task_overhead_stream_s"))
-      for (DeviceType& t : cuda_machine.device_types)
+      for (DeviceType& t : cuda_machine.device_types) {
         t.launch_latency_s = res.calibration["task_overhead_stream_s"].get<double>();
+        t.dispatch_interval_s = res.calibration.value("dispatch_interval_stream_s", t.dispatch_interval_s);
+      }
   } else if (cuda && o.cuda.launch == "stream") {
     std::fprintf(log,
                  "tessel: warning: --launch stream with a given machine: its per-task overhead (launch_latency_s) "
-                 "is whatever it was calibrated as; tessel calibrate --backend cuda writes the graph launch's "
-                 "(its JSON also reports task_overhead_stream_s)\n");
+                 "and dispatch interval are whatever they were calibrated as; tessel calibrate --backend cuda "
+                 "writes the graph launch's (its JSON also reports task_overhead_stream_s and "
+                 "dispatch_interval_stream_s)\n");
   } else if (calibrated_now) {
     std::fprintf(log, "calibrating the CPU backend with %d workers, one round before each timed round\n", devices);
     calibrator = std::make_unique<runtime::CpuCalibrator>(runtime::CalibrationOptions{devices, o.calibration_seconds, 1});

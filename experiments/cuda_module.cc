@@ -37,12 +37,14 @@ nlohmann::json module_calibrate(int devices, int gpus, double seconds_per_point,
   *machine = runtime::machine_from_cuda_calibration(c);
   std::fprintf(stderr,
                "  %s (sm %s, driver %s): bf16 GEMM peak %s, f32 %s, HBM %s/s, same-GPU copy %s/s, launch %s, "
-               "%s per task as one graph (%s issued to streams)%s\n",
+               "%s per task as one graph (%s issued to streams), one task start per %s on a GPU (%s issued to "
+               "streams, %s per task without marks)%s\n",
                c.device_name.c_str(), c.compute_capability.c_str(), c.driver_version.c_str(),
                human_count(c.peak_bf16_flops_per_s, "flop/s").c_str(), human_count(c.peak_f32_flops_per_s, "flop/s").c_str(),
                human_bytes(c.memory_bytes_per_s).c_str(), human_bytes(c.same_gpu_copy_bytes_per_s).c_str(),
                human_seconds(c.launch_latency_s).c_str(), human_seconds(c.task_overhead_s).c_str(),
-               human_seconds(c.task_overhead_stream_s).c_str(),
+               human_seconds(c.task_overhead_stream_s).c_str(), human_seconds(c.dispatch_interval_s).c_str(),
+               human_seconds(c.dispatch_interval_stream_s).c_str(), human_seconds(c.dispatch_interval_unmarked_s).c_str(),
                c.devices > c.gpus ? " (virtual devices: each with its GPU's rates, sharing it in the simulator)" : "");
   return runtime::to_json(c);
 }

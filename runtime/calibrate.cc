@@ -186,25 +186,8 @@ struct CpuCalibrator::State {
       for (int r = 0; r < 5; ++r) {
         const Timeline a = async_exec.run(barrier_graph, barrier_tg, barrier_inputs).timeline;
         const Timeline b = bsp_exec.run(barrier_graph, barrier_tg, barrier_inputs).timeline;
-        std::map<int, std::vector<const Span*>> by_worker;
-        for (const Span& sp : a.spans)
-          if (barrier_tg.task(sp.task).kind == TaskKind::compute) by_worker[sp.device.value].push_back(&sp);
-        for (auto& [w, spans] : by_worker) {
-          std::sort(spans.begin(), spans.end(), [](const Span* x, const Span* y) { return x->start_s < y->start_s; });
-          for (std::size_t i = 1; i < spans.size(); ++i) dispatch.push_back(spans[i]->start_s - spans[i - 1]->end_s);
-        }
-        std::map<std::int32_t, std::pair<double, double>> phase;  // first start, last end
-        for (const Span& sp : b.spans) {
-          const Task& t = barrier_tg.task(sp.task);
-          if (t.kind != TaskKind::compute) continue;
-          auto [it, fresh] = phase.try_emplace(bsp_phase(t), sp.start_s, sp.end_s);
-          if (!fresh) {
-            it->second.first = std::min(it->second.first, sp.start_s);
-            it->second.second = std::max(it->second.second, sp.end_s);
-          }
-        }
-        for (auto it = phase.begin(); std::next(it) != phase.end(); ++it)
-          boundary.push_back(std::next(it)->second.first - it->second.second);
+        for (double g : same_device_compute_gaps(barrier_tg, a)) dispatch.push_back(g);
+        for (double g : bsp_boundary_gaps(barrier_tg, b)) boundary.push_back(g);
       }
       if (boundary.empty() || dispatch.empty()) return 0.0;
       return std::max(0.0, stats::median(boundary) - stats::median(dispatch));

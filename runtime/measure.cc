@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <exception>
 #include <latch>
+#include <map>
 #include <mutex>
 #include <string>
 #include <system_error>
@@ -199,6 +200,35 @@ void CacheEvictor::push() {
 std::int64_t per_core_cache_bytes() {
   const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
   return l2 > 0 ? static_cast<std::int64_t>(l2) : std::int64_t{1} << 20;
+}
+
+std::vector<double> bsp_boundary_gaps(const TaskGraph& tg, const Timeline& bsp) {
+  std::map<std::int32_t, std::pair<double, double>> phase;  // first start, last end
+  for (const Span& sp : bsp.spans) {
+    const Task& t = tg.task(sp.task);
+    if (t.kind != TaskKind::compute) continue;
+    auto [it, fresh] = phase.try_emplace(bsp_phase(t), sp.start_s, sp.end_s);
+    if (!fresh) {
+      it->second.first = std::min(it->second.first, sp.start_s);
+      it->second.second = std::max(it->second.second, sp.end_s);
+    }
+  }
+  std::vector<double> gaps;
+  for (auto it = phase.begin(); it != phase.end() && std::next(it) != phase.end(); ++it)
+    gaps.push_back(std::next(it)->second.first - it->second.second);
+  return gaps;
+}
+
+std::vector<double> same_device_compute_gaps(const TaskGraph& tg, const Timeline& timeline) {
+  std::map<std::int32_t, std::vector<const Span*>> by_device;
+  for (const Span& sp : timeline.spans)
+    if (tg.task(sp.task).kind == TaskKind::compute) by_device[sp.device.value].push_back(&sp);
+  std::vector<double> gaps;
+  for (auto& [d, spans] : by_device) {
+    std::sort(spans.begin(), spans.end(), [](const Span* x, const Span* y) { return x->start_s < y->start_s; });
+    for (std::size_t i = 1; i < spans.size(); ++i) gaps.push_back(spans[i]->start_s - spans[i - 1]->end_s);
+  }
+  return gaps;
 }
 
 }  // namespace tessel::runtime

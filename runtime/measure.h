@@ -6,6 +6,9 @@
 #include <functional>
 #include <vector>
 
+#include "core/task_graph.h"
+#include "core/timeline.h"
+
 namespace tessel::runtime {
 
 // Pins the calling thread to core `worker` modulo the cores (best effort), as the CPU
@@ -69,6 +72,15 @@ class CacheEvictor {
  private:
   std::vector<float> data_;
 };
+
+// Gaps read off an executor's timeline of `tg`, for the calibrations' barrier figure (CPU
+// and CUDA alike), over compute tasks only:
+//   bsp_boundary_gaps       under bsp: from each phase's last end to the next phase's first
+//                           start (core's bsp_phase; phases without compute are skipped)
+//   same_device_compute_gaps from each compute task's end to the next compute task's start
+//                           on the same device (under async: what dispatch costs there)
+[[nodiscard]] std::vector<double> bsp_boundary_gaps(const TaskGraph& tg, const Timeline& bsp);
+[[nodiscard]] std::vector<double> same_device_compute_gaps(const TaskGraph& tg, const Timeline& timeline);
 
 // Bytes of this machine's per-core (level 2) cache, from sysconf; 1 MiB when it does not say.
 [[nodiscard]] std::int64_t per_core_cache_bytes();

@@ -168,6 +168,11 @@ def main(out):
         p(f"  launch_latency_s             {c.get('launch_latency_s', 0) * 1e6:8.2f} us")
         p(f"  task_overhead_s              {c.get('task_overhead_s', 0) * 1e6:8.2f} us (graph launch)")
         p(f"  task_overhead_stream_s       {c.get('task_overhead_stream_s', 0) * 1e6:8.2f} us (tasks issued to streams)")
+        if "dispatch_interval_s" in c:
+            p(f"  dispatch_interval_s          {c.get('dispatch_interval_s', 0) * 1e6:8.2f} us (task starts on one GPU, graph launch)")
+            p(f"  dispatch_interval_stream_s   {c.get('dispatch_interval_stream_s', 0) * 1e6:8.2f} us (tasks issued to streams)")
+            p(f"  dispatch_interval_unmarked_s {c.get('dispatch_interval_unmarked_s', 0) * 1e6:8.2f} us (unmarked graph, span per task)")
+            p(f"  barrier_latency_s            {c.get('barrier_latency_s', 0) * 1e6:8.2f} us (bsp: phase end to next start)")
         for g in c.get("gemm", []) if i == 0 else []:  # the GEMM table once (every file has it)
             p(f"  gemm {g['dtype']:<5} {g['m']:>6} x {g['n']:>6} x {g['k']:>6}  {g['flops_per_s'] / 1e12:8.1f} TFLOP/s")
     if summary["bench"]:

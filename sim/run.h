@@ -56,6 +56,7 @@ class Run {
   // Event::version of a move whose copy loop's per-row cost has passed: its transfer starts.
   static constexpr std::uint32_t kMoveRowsDone = 0xffffffffu;
   static constexpr std::uint32_t kMoveArrived = 0xfffffffeu;  // a move's latency after its bytes has passed
+  static constexpr std::uint32_t kGateOpen = 0xfffffffdu;  // a task held at its chip's dispatch gate starts
   struct Event {
     std::int32_t task;  // kBarrierEvent: the end of a bsp barrier
     std::uint32_t version;  // compute tasks: the device's run_version_ when it was scheduled
@@ -132,6 +133,11 @@ class Run {
   void lru_unlink(std::int32_t b, std::size_t dev);
   void cache_use(std::int32_t b);
   SimTime cache_start(std::int32_t i);
+
+  // ---- run_loop.cc: the chips' dispatch gates (DeviceType::dispatch_interval_s)
+  void setup_gates();
+  [[nodiscard]] bool pass_gate(const Released& r, SimTime t);
+  void start_held(std::int32_t i, SimTime t);
 
   // ---- run_interference.cc
   void setup_interference();
@@ -237,6 +243,15 @@ class Run {
   std::vector<std::int64_t> chip_load_;
   bool share_ = false;    // some chip holds two or more devices
   bool retime_ = false;   // interfere_ || share_: running compute may be re-timed
+  // Dispatch gates (DeviceType::dispatch_interval_s): per device its gate (its chip's;
+  // -1: none), per gate the earliest time the next task may start and the interval; per
+  // task, the release of a task held at its gate (its lane, if any, stays taken).
+  bool gated_ = false;
+  std::vector<std::int32_t> gate_of_;
+  std::vector<SimTime> gate_next_, gate_step_;
+  std::vector<Released> held_start_;
+  std::int64_t gate_held_ = 0;  // tasks held at a gate
+  SimTime gate_wait_ = 0;       // their waits, summed
 
   RouteTable routes_;
   // Per route of a move (Info::route; one per source and destination): its stagger step

@@ -278,6 +278,7 @@ void Run::setup() {
   setup_cache();
 
   setup_interference();
+  setup_gates();
   compute_running_.assign(d, -1);
   run_version_.assign(d, 0);
   run_remaining_.assign(d, 0);

@@ -43,6 +43,11 @@ void Run::loop() {
           next_phase(barrier_last_, t);
           continue;
         }
+        if (e.version == kGateOpen) {  // its chip's front end reached it
+          ++events_;
+          start_held(e.task, t);
+          continue;
+        }
         const Info& in = info_[static_cast<std::size_t>(e.task)];
         if (in.lane == kComm && e.version == kMoveArrived) {
           complete(e.task, t);
@@ -83,6 +88,7 @@ void Run::settle(SimTime t) {
     // Zero-time tasks in the order they became ready (completing one may append more).
     for (std::size_t k = 0; k < instant_.size(); ++k) {
       const Released r = instant_[k];
+      if (gated_ && !pass_gate(r, t)) continue;  // it starts (and ends) when its gate opens
       begin_task(r, t);
       complete(r.task, t);
     }
@@ -159,7 +165,7 @@ void Run::dispatch(SimTime t) {
       }
       h.pop_back();
       --free_slots_[slot];
-      start_lane_task(r, t);
+      if (!gated_ || pass_gate(r, t)) start_lane_task(r, t);
     }
     for (const Ready& w : waiting_scratch_) {
       h.push_back(w);
@@ -300,6 +306,64 @@ void Run::complete(std::int32_t i, SimTime t) {
         next_phase(i, t);
       }
     }
+  }
+}
+
+// The dispatch gates: every device whose type has a dispatch_interval_s gets its chip's
+// gate (Device::chip; without one, a gate of its own); a gate's interval is the largest
+// of its devices'.
+void Run::setup_gates() {
+  const auto d = static_cast<std::size_t>(devices_);
+  gate_of_.assign(d, -1);
+  gate_next_.clear();
+  gate_step_.clear();
+  std::vector<std::int32_t> gate_of_chip(chip_members_.size(), -1);
+  for (std::size_t dev = 0; dev < d; ++dev) {
+    const double s = m_.type_of(DeviceId(static_cast<std::int32_t>(dev))).dispatch_interval_s;
+    if (!(s > 0)) continue;
+    const std::int32_t chip = chip_of_[dev];
+    std::int32_t g = chip >= 0 ? gate_of_chip[static_cast<std::size_t>(chip)] : -1;
+    if (g < 0) {
+      g = static_cast<std::int32_t>(gate_next_.size());
+      gate_next_.push_back(0);
+      gate_step_.push_back(0);
+      if (chip >= 0) gate_of_chip[static_cast<std::size_t>(chip)] = g;
+    }
+    gate_of_[dev] = g;
+    auto& step = gate_step_[static_cast<std::size_t>(g)];
+    step = std::max(step, to_sim_time(s));
+  }
+  gated_ = !gate_next_.empty();
+  if (gated_) held_start_.assign(static_cast<std::size_t>(n_), Released{-1, -1, 0});
+}
+
+// Task r.task, ready (and holding its lane, if it has one) at t, passes its chip's gate:
+// true when it may start now; otherwise it is held, its start queued for when the gate
+// opens for it (starts on one gate are spaced by its interval, first come first served).
+bool Run::pass_gate(const Released& r, SimTime t) {
+  const std::int32_t g = gate_of_[static_cast<std::size_t>(info_[static_cast<std::size_t>(r.task)].dev)];
+  if (g < 0) return true;
+  SimTime& next = gate_next_[static_cast<std::size_t>(g)];
+  const SimTime step = gate_step_[static_cast<std::size_t>(g)];
+  if (next <= t) {
+    next = add_sim_time(t, step);
+    return true;
+  }
+  held_start_[static_cast<std::size_t>(r.task)] = r;
+  queue_.push(next, Event{r.task, kGateOpen});
+  ++gate_held_;
+  gate_wait_ = add_sim_time(gate_wait_, next - t);
+  next = add_sim_time(next, step);
+  return false;
+}
+
+void Run::start_held(std::int32_t i, SimTime t) {
+  const Released r = held_start_[static_cast<std::size_t>(i)];
+  if (info_[static_cast<std::size_t>(i)].lane == kNoLane) {
+    begin_task(r, t);
+    complete(i, t);
+  } else {
+    start_lane_task(r, t);
   }
 }
 

@@ -120,7 +120,7 @@ void Run::dispatch_buckets(std::size_t slot, SimTime t) {
     --bucket_count_[slot];
     ++bs[best].in_flight;
     --free_slots_[slot];
-    start_lane_task(r, t);
+    if (!gated_ || pass_gate(r, t)) start_lane_task(r, t);
   }
 }
 

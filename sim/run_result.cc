@@ -24,6 +24,8 @@ SimResult Run::finish() {
     }
   r.makespan_s = to_seconds(makespan);
   r.events = events_;
+  r.dispatch_held_tasks = gate_held_;
+  r.dispatch_wait_s = to_seconds(gate_wait_);
   r.events_unreduced = events_;
   r.bytes_moved = bytes_moved_;
   r.link_bytes = std::move(link_bytes_);
@@ -106,6 +108,8 @@ nlohmann::json to_json(const SimResult& r, const Machine& m) {
           {"symmetry_note", r.symmetry_note},
           {"bytes_moved", r.bytes_moved},
           {"peak_memory_bytes", r.peak_memory_bytes},
+          {"dispatch_held_tasks", r.dispatch_held_tasks},
+          {"dispatch_wait_s", r.dispatch_wait_s},
           {"devices", devices},
           {"links", links},
           {"critical_path", {{"tasks", path.size()}, {"task_ids", path}}},

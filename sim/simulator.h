@@ -30,6 +30,13 @@
 //                times slower, where a task's share of the chip is 1 unless
 //                SimOptions::task_chip_share says less (processor sharing; it multiplies
 //                the interference factor below). Moves and touches are not shared.
+//   dispatch    on a device type with dispatch_interval_s (a GPU's front end taking the
+//                executor's graph nodes one by one), tasks of one chip (Device::chip, or
+//                the device alone) start at least that far apart, first come first served:
+//                a ready task whose chip started another less than the interval ago holds
+//                its lane (if it has one) and starts when the gate opens for it; inputs and
+//                outputs, which take no time, pass the gate too (the executor marks them
+//                as it marks every task). The time held is not busy time.
 //   interference while a device's compute lane and its comm lane are both busy (on a
 //                chip shared by virtual devices: while any of its devices computes and
 //                any communicates — the streams of one GPU), its
@@ -82,7 +89,8 @@
 //          an error naming it.
 //
 // Events: one per task completion plus one per network-internal state change (a flow
-// joining the network after its latency). Deterministic: the same inputs give the same
+// joining the network after its latency), one per bsp barrier and one per task held at
+// a dispatch gate. Deterministic: the same inputs give the same
 // Timeline bit for bit (event order is fixed by (time, sequence); no hashing decides an
 // order; no clock is read except for sim_wall_s).
 
@@ -207,6 +215,10 @@ struct SimResult {
   std::vector<TaskId> critical_path;
   std::vector<MemoryOverflow> over_capacity;
   std::vector<MemorySample> memory;  // with SimOptions::record_memory
+  // Dispatch gates (DeviceType::dispatch_interval_s): the tasks that found their chip's
+  // gate busy and were held, and the seconds they waited in all (0 without gates).
+  std::int64_t dispatch_held_tasks = 0;
+  double dispatch_wait_s = 0;
   Timeline timeline;                 // one span per task, in task order
   // A collective simulated on ranks 0..symmetry_period−1 only (sim/collective_symmetry.h);
   // 0: every rank. `events` counts what was simulated; events_unreduced what the full run

@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -14,10 +15,12 @@
 
 #include "core/error.h"
 #include "core/partition.h"
+#include "core/stats.h"
 #include "core/task_graph.h"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/cuda_executor.h"
 #include "runtime/cuda/nvrtc.h"
+#include "runtime/measure.h"
 
 namespace tessel::runtime {
 using cuda::DeviceBuffer;
@@ -100,6 +103,10 @@ struct GemmCase {
   cublasComputeType_t compute;
 };
 
+}  // namespace
+
+namespace {
+void measure_dispatch(CudaCalibration& c);
 }  // namespace
 
 CudaCalibration calibrate_cuda(const CudaCalibrationOptions& o) {
@@ -272,8 +279,72 @@ CudaCalibration calibrate_cuda(const CudaCalibrationOptions& o) {
     std::sort(per_task.begin(), per_task.end());
     (mode == LaunchMode::graph ? c.task_overhead_s : c.task_overhead_stream_s) = per_task[per_task.size() / 2];
   }
+  measure_dispatch(c);
   return c;
 }
+
+// The dispatch interval: the probe chain split over every logical device (one independent
+// chain per device, so some task is always ready on every GPU), run 6 times (the first
+// discarded); per GPU, its tasks' start marks sorted: the median gap between consecutive
+// starts, pooled over the GPUs and runs. A front end that takes one task at a time spaces
+// them by its time per task whatever the kernels (these take ~2 us). The unmarked run
+// (CudaOptions::unmarked_run) gives the graph's span per task without the marks.
+namespace {
+// The probe run six times under `eo`, the first discarded (warm-up); `each` sees the rest.
+void probe_runs(const CudaOptions& eo, const Graph& g, const TaskGraph& tg, const TensorMap& inputs,
+                const std::function<void(const RunResult&)>& each) {
+  CudaExecutor exec(eo);
+  for (int r = 0; r < 6; ++r) {
+    const RunResult res = exec.run(g, tg, inputs);
+    if (r > 0) each(res);
+  }
+}
+
+void measure_dispatch(CudaCalibration& c) {
+  const Graph g = overhead_probe_graph();
+  const TaskGraph tg = lower(g, split_largest(g, c.devices));
+  const TensorMap inputs = random_inputs(g, 1);
+  auto gpu_of = [&](DeviceId d) { return static_cast<int>(static_cast<std::int64_t>(d.value) * c.gpus / c.devices); };
+  for (LaunchMode mode : {LaunchMode::graph, LaunchMode::stream}) {
+    CudaOptions eo{Policy::async, c.gpus};
+    eo.launch = mode;
+    std::vector<double> gaps;
+    probe_runs(eo, g, tg, inputs, [&](const RunResult& res) {
+      for (int gpu = 0; gpu < c.gpus; ++gpu) {
+        std::vector<double> starts;
+        for (const Span& s : res.timeline.spans)
+          if (gpu_of(s.device) == gpu) starts.push_back(s.start_s);
+        std::sort(starts.begin(), starts.end());
+        for (std::size_t i = 1; i < starts.size(); ++i) gaps.push_back(starts[i] - starts[i - 1]);
+      }
+    });
+    if (gaps.empty()) continue;
+    (mode == LaunchMode::graph ? c.dispatch_interval_s : c.dispatch_interval_stream_s) = stats::median(gaps);
+  }
+  // The bsp barrier, read off the timelines (runtime/measure.h): per boundary, the gap
+  // from the phase's last compute end to the next phase's first compute start; the
+  // median over five runs.
+  std::vector<double> boundary;
+  probe_runs(CudaOptions{Policy::bsp, c.gpus}, g, tg, inputs, [&](const RunResult& res) {
+    for (double gap : bsp_boundary_gaps(tg, res.timeline)) boundary.push_back(gap);
+  });
+  if (!boundary.empty()) c.barrier_latency_s = std::max(0.0, stats::median(boundary));
+  // The unmarked run was added after the first GPU validation: a failure costs this figure
+  // only, not the calibration.
+  try {
+    CudaOptions eo{Policy::async, c.gpus};
+    eo.unmarked_run = true;
+    std::vector<double> per_task;
+    probe_runs(eo, g, tg, inputs, [&](const RunResult& res) {
+      if (res.unmarked_span_s > 0) per_task.push_back(res.unmarked_span_s * c.gpus / static_cast<double>(tg.tasks.size()));
+    });
+    if (!per_task.empty()) c.dispatch_interval_unmarked_s = stats::median(per_task);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "tessel: warning: the unmarked dispatch probe failed (dispatch_interval_unmarked_s left 0): %s\n",
+                 e.what());
+  }
+}
+}  // namespace
 
 Machine machine_from_cuda_calibration(const CudaCalibration& c) {
   if (c.devices < 1 || c.gpus < 1 || !(c.peak_bf16_flops_per_s > 0)) fail("cuda calibration: nothing measured");
@@ -300,6 +371,7 @@ Machine machine_from_cuda_calibration(const CudaCalibration& c) {
   t.memory_bytes_per_s = c.memory_bytes_per_s;
   t.memory_capacity_bytes = static_cast<std::int64_t>(static_cast<double>(c.memory_capacity_bytes) * share);
   t.launch_latency_s = c.task_overhead_s;
+  t.dispatch_interval_s = c.dispatch_interval_s;
   t.sm_count = std::max(1, c.sm_count);
   m.device_types = {t};
   m.hosts = {Host{"host", 0, {}, {}}};
@@ -336,6 +408,7 @@ Machine machine_from_cuda_calibration(const CudaCalibration& c) {
       else l = LinkId(static_cast<std::int32_t>(it - m.links.begin()));
       m.routes.push_back(RouteEntry{DeviceId(a), DeviceId(b), {l}});
     }
+  m.barrier_latency_s = c.barrier_latency_s;
   m.validate(m.name);
   return m;
 }
@@ -370,7 +443,11 @@ nlohmann::json to_json(const CudaCalibration& c) {
           {"peer_copy_bytes_per_s", c.peer_copy_bytes_per_s},
           {"launch_latency_s", c.launch_latency_s},
           {"task_overhead_s", c.task_overhead_s},
-          {"task_overhead_stream_s", c.task_overhead_stream_s}};
+          {"task_overhead_stream_s", c.task_overhead_stream_s},
+          {"dispatch_interval_s", c.dispatch_interval_s},
+          {"dispatch_interval_stream_s", c.dispatch_interval_stream_s},
+          {"dispatch_interval_unmarked_s", c.dispatch_interval_unmarked_s},
+          {"barrier_latency_s", c.barrier_latency_s}};
 }
 
 Graph overhead_probe_graph(int nodes) {

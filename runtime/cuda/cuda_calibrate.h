@@ -12,14 +12,23 @@
 //   launch     back-to-back launches of an empty NVRTC kernel → seconds per launch
 //   overhead   the executor on a chain of tiny elementwise nodes → seconds per task
 //              beyond its kernels (span of the graph less its kernels' time, per task)
+//   dispatch   the same chain split over every logical device (independent chains, always
+//              work ready): the median gap between consecutive task starts on one GPU →
+//              its front end's seconds per task (DeviceType::dispatch_interval_s), for the
+//              graph launch, for tasks issued to streams, and the unmarked graph's span
+//              per task (what the per-task marks cost; reported, not used)
+//   barrier    the same split chain under bsp (every node two phases): the median gap
+//              from a phase's last compute end to the next phase's first compute start →
+//              the machine's barrier_latency_s (the dispatch gate spaces the starts after
+//              it, so nothing is subtracted, unlike the CPU's figure)
 //
 // Virtual devices: with n logical devices on G < n GPUs, each of the n devices of the
 // machine JSON is described with its whole GPU's rates and the GPU's index as its chip
 // (Device::chip); the simulator shares a chip among the devices computing on it at once
 // (k of them: each k times slower). Memory capacity is split (each has its own range).
 // Moves between virtual devices of one GPU cross a link of the measured same-GPU copy
-// bandwidth that all of them share. The machine's per-task overhead (launch_latency_s) is
-// the graph-launch figure, the executor's default.
+// bandwidth that all of them share. The machine's per-task overhead (launch_latency_s) and
+// dispatch interval are the graph-launch figures, the executor's default.
 
 #include <cstdint>
 #include <string>
@@ -63,6 +72,10 @@ struct CudaCalibration {
   double launch_latency_s = 0;            // per back-to-back launch of an empty kernel
   double task_overhead_s = 0;             // the executor's time per task beyond its kernel (--launch graph)
   double task_overhead_stream_s = 0;      // the same with every task issued to its stream (--launch stream)
+  double dispatch_interval_s = 0;         // least time between task starts on one GPU (--launch graph)
+  double dispatch_interval_stream_s = 0;  // the same, tasks issued to streams (--launch stream)
+  double dispatch_interval_unmarked_s = 0;  // the unmarked graph's span per task; 0: not measured
+  double barrier_latency_s = 0;           // a bsp barrier: last end of a phase to the next one's first start
 };
 
 [[nodiscard]] CudaCalibration calibrate_cuda(const CudaCalibrationOptions& options);

@@ -255,6 +255,8 @@ CudaCalibration fake_calibration(int devices, int gpus) {
   c.same_gpu_copy_bytes_per_s = 1.4e12;
   c.peer_copy_bytes_per_s = gpus > 1 ? 3.5e11 : 0;
   c.task_overhead_s = 4e-6;
+  c.dispatch_interval_s = 5e-6;
+  c.barrier_latency_s = 7e-6;
   return c;
 }
 
@@ -270,6 +272,8 @@ TEST(CudaCalibrationMachine, VirtualDevicesShareTheirGpuAsOneChip) {
   EXPECT_EQ(t.sm_count, 132);
   for (const Device& d : m.devices) EXPECT_EQ(d.chip, 0);
   EXPECT_DOUBLE_EQ(t.launch_latency_s, 4e-6);
+  EXPECT_DOUBLE_EQ(t.dispatch_interval_s, 5e-6);  // the gate is the chip's: one front end
+  EXPECT_DOUBLE_EQ(m.barrier_latency_s, 7e-6);
   EXPECT_NE(t.name.find("virtual device"), std::string::npos);
   EXPECT_FALSE(t.single_lane);  // separate compute, copy and comm streams
   // Every move between them crosses the one same-GPU copy link they share.
