@@ -75,7 +75,8 @@ void add_calibrate(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("-d,--devices", o->devices,
                   "workers (cpu, default: every core) or devices (cuda, default 1; more devices than GPUs are virtual "
-                  "devices, each described as an equal share of its GPU)")
+                  "devices, each described with its GPU's rates and the GPU as its chip, which the simulator shares "
+                  "among them; the GPU's dispatch gate and the bsp barrier are measured on them too)")
       ->check(device_count());
   cmd->add_option("--gpus", o->gpus, "--backend cuda: physical GPUs (default: every visible one, at most -d)")
       ->check(CLI::NonNegativeNumber);

@@ -19,7 +19,7 @@
 // The simulator asks busy() before it hands a move a channel, so a move waiting for a
 // link holds neither a channel nor its device's comm lane; transfers reach the waiting
 // list here only when the sender spent time between taking its channel and starting the
-// transfer (copy rows on CPU workers).
+// transfer (copy rows on CPU workers, or a wait at a dispatch gate: sim/simulator.h).
 #include <algorithm>
 #include <cassert>
 #include <cmath>

@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -53,10 +54,11 @@ class Run {
 
  private:
   static constexpr std::int32_t kBarrierEvent = -1;
+  // Event::task of a dispatch gate g opening for the first task held at it: kGateEvent - g.
+  static constexpr std::int32_t kGateEvent = -2;
   // Event::version of a move whose copy loop's per-row cost has passed: its transfer starts.
   static constexpr std::uint32_t kMoveRowsDone = 0xffffffffu;
   static constexpr std::uint32_t kMoveArrived = 0xfffffffeu;  // a move's latency after its bytes has passed
-  static constexpr std::uint32_t kGateOpen = 0xfffffffdu;  // a task held at its chip's dispatch gate starts
   struct Event {
     std::int32_t task;  // kBarrierEvent: the end of a bsp barrier
     std::uint32_t version;  // compute tasks: the device's run_version_ when it was scheduled
@@ -137,7 +139,7 @@ class Run {
   // ---- run_loop.cc: the chips' dispatch gates (DeviceType::dispatch_interval_s)
   void setup_gates();
   [[nodiscard]] bool pass_gate(const Released& r, SimTime t);
-  void start_held(std::int32_t i, SimTime t);
+  void start_held(std::int32_t gate, SimTime t);
 
   // ---- run_interference.cc
   void setup_interference();
@@ -244,12 +246,14 @@ class Run {
   bool share_ = false;    // some chip holds two or more devices
   bool retime_ = false;   // interfere_ || share_: running compute may be re-timed
   // Dispatch gates (DeviceType::dispatch_interval_s): per device its gate (its chip's;
-  // -1: none), per gate the earliest time the next task may start and the interval; per
-  // task, the release of a task held at its gate (its lane, if any, stays taken).
+  // -1: none), per gate the earliest time the next task may start, the interval, the task
+  // that took its latest start, and the tasks held at it in the order they start (their
+  // lanes, if any, stay taken; a gate's opening events come in that order too).
   bool gated_ = false;
   std::vector<std::int32_t> gate_of_;
   std::vector<SimTime> gate_next_, gate_step_;
-  std::vector<Released> held_start_;
+  std::vector<std::int32_t> gate_last_;
+  std::vector<std::deque<Released>> gate_held_queue_;
   std::int64_t gate_held_ = 0;  // tasks held at a gate
   SimTime gate_wait_ = 0;       // their waits, summed
 

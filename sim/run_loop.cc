@@ -43,9 +43,9 @@ void Run::loop() {
           next_phase(barrier_last_, t);
           continue;
         }
-        if (e.version == kGateOpen) {  // its chip's front end reached it
+        if (e.task <= kGateEvent) {  // a chip's front end reached the first task held at it
           ++events_;
-          start_held(e.task, t);
+          start_held(kGateEvent - e.task, t);
           continue;
         }
         const Info& in = info_[static_cast<std::size_t>(e.task)];
@@ -327,6 +327,8 @@ void Run::setup_gates() {
       g = static_cast<std::int32_t>(gate_next_.size());
       gate_next_.push_back(0);
       gate_step_.push_back(0);
+      gate_last_.push_back(-1);
+      gate_held_queue_.emplace_back();
       if (chip >= 0) gate_of_chip[static_cast<std::size_t>(chip)] = g;
     }
     gate_of_[dev] = g;
@@ -334,34 +336,42 @@ void Run::setup_gates() {
     step = std::max(step, to_sim_time(s));
   }
   gated_ = !gate_next_.empty();
-  if (gated_) held_start_.assign(static_cast<std::size_t>(n_), Released{-1, -1, 0});
 }
 
 // Task r.task, ready (and holding its lane, if it has one) at t, passes its chip's gate:
 // true when it may start now; otherwise it is held, its start queued for when the gate
-// opens for it (starts on one gate are spaced by its interval, first come first served).
+// opens for it (starts on one gate are spaced by its interval, first come first served),
+// and what held it back last (the critical path's cause) is the task that took the
+// gate's previous start.
 bool Run::pass_gate(const Released& r, SimTime t) {
   const std::int32_t g = gate_of_[static_cast<std::size_t>(info_[static_cast<std::size_t>(r.task)].dev)];
   if (g < 0) return true;
-  SimTime& next = gate_next_[static_cast<std::size_t>(g)];
-  const SimTime step = gate_step_[static_cast<std::size_t>(g)];
+  const auto ug = static_cast<std::size_t>(g);
+  SimTime& next = gate_next_[ug];
+  const SimTime step = gate_step_[ug];
+  const std::int32_t before = gate_last_[ug];
+  gate_last_[ug] = r.task;
   if (next <= t) {
     next = add_sim_time(t, step);
     return true;
   }
-  held_start_[static_cast<std::size_t>(r.task)] = r;
-  queue_.push(next, Event{r.task, kGateOpen});
+  gate_held_queue_[ug].push_back(Released{r.task, before, next});
+  queue_.push(next, Event{kGateEvent - g, 0});
   ++gate_held_;
   gate_wait_ = add_sim_time(gate_wait_, next - t);
   next = add_sim_time(next, step);
   return false;
 }
 
-void Run::start_held(std::int32_t i, SimTime t) {
-  const Released r = held_start_[static_cast<std::size_t>(i)];
-  if (info_[static_cast<std::size_t>(i)].lane == kNoLane) {
+// Gate `gate` opens for the first task held at it (its events are queued in the order
+// its tasks were held, at increasing times, so they pop in that order).
+void Run::start_held(std::int32_t gate, SimTime t) {
+  auto& held = gate_held_queue_[static_cast<std::size_t>(gate)];
+  const Released r = held.front();
+  held.pop_front();
+  if (info_[static_cast<std::size_t>(r.task)].lane == kNoLane) {
     begin_task(r, t);
-    complete(i, t);
+    complete(r.task, t);
   } else {
     start_lane_task(r, t);
   }

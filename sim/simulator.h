@@ -33,10 +33,15 @@
 //   dispatch    on a device type with dispatch_interval_s (a GPU's front end taking the
 //                executor's graph nodes one by one), tasks of one chip (Device::chip, or
 //                the device alone) start at least that far apart, first come first served:
-//                a ready task whose chip started another less than the interval ago holds
-//                its lane (if it has one) and starts when the gate opens for it; inputs and
-//                outputs, which take no time, pass the gate too (the executor marks them
-//                as it marks every task). The time held is not busy time.
+//                a task that reaches the gate (when it would start: ready, its lane free)
+//                takes the gate's next start, one interval after the start taken before
+//                it, or now if that has passed; until then it holds its lane (if it has
+//                one). Inputs and outputs, which take no time, pass the gate too (the
+//                executor marks them as it marks every task). The time held is not busy
+//                time. A move held under a network whose links serve one transfer at a
+//                time (alpha-beta) was checked for a free route when it reached the gate,
+//                not again when it starts. Every tile of a fused kernel (sim/fuse.h) passes
+//                the gate as a task of its own; a graph of collective nodes ignores gates.
 //   interference while a device's compute lane and its comm lane are both busy (on a
 //                chip shared by virtual devices: while any of its devices computes and
 //                any communicates — the streams of one GPU), its
@@ -83,7 +88,8 @@
 //          compute tasks, a barrier, all the communication its outputs need (moves,
 //          touches, outputs), a barrier. Within a phase, tasks run as under async. A
 //          barrier takes the machine's barrier_latency_s: the next phase's tasks start
-//          that long after the end of the phase's last task (one event per barrier).
+//          at least that long after the end of the phase's last task (one event per
+//          barrier; a dispatch gate may hold them longer).
 //          A graph with a dependency on a later phase (core's
 //          first_backward_bsp_dependency; a memory-capped graph typically has one) is
 //          an error naming it.
@@ -209,9 +215,9 @@ struct SimResult {
   std::int64_t peak_memory_bytes = 0;  // the largest device peak
   std::vector<DeviceStats> devices;    // one per device of the task graph
   std::vector<std::int64_t> link_bytes;  // one per machine link
-  // A chain of tasks that ends at the makespan: each is the dependency, lane predecessor
-  // or barrier that last held the next one back (waits inside the network are charged
-  // to the move itself).
+  // A chain of tasks that ends at the makespan: each is the dependency, lane predecessor,
+  // barrier or (at a dispatch gate) the task that took the gate's previous start that last
+  // held the next one back (waits inside the network are charged to the move itself).
   std::vector<TaskId> critical_path;
   std::vector<MemoryOverflow> over_capacity;
   std::vector<MemorySample> memory;  // with SimOptions::record_memory

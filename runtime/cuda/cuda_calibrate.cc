@@ -302,47 +302,74 @@ void probe_runs(const CudaOptions& eo, const Graph& g, const TaskGraph& tg, cons
 
 void measure_dispatch(CudaCalibration& c) {
   const Graph g = overhead_probe_graph();
-  const TaskGraph tg = lower(g, split_largest(g, c.devices));
   const TensorMap inputs = random_inputs(g, 1);
-  auto gpu_of = [&](DeviceId d) { return static_cast<int>(static_cast<std::int64_t>(d.value) * c.gpus / c.devices); };
+  // A probe that never run on a GPU must not cost the figures measured before it.
+  auto guarded = [](const char* what, const std::function<void()>& probe) {
+    try {
+      probe();
+    } catch (const Error& e) {
+      std::fprintf(stderr, "tessel: warning: the %s probe failed (its figure left 0): %s\n", what, e.what());
+    }
+  };
+  // The gate: at least four chains per GPU (as virtual devices of it), whatever the
+  // logical device count, so that the front end always has a task to start.
+  const int chains = std::min(256, std::max(c.devices, 4 * c.gpus));
+  const TaskGraph chains_tg = lower(g, split_largest(g, chains));
+  auto gpu_of = [&](DeviceId d, int devices) {
+    return static_cast<int>(static_cast<std::int64_t>(d.value) * c.gpus / devices);
+  };
   for (LaunchMode mode : {LaunchMode::graph, LaunchMode::stream}) {
-    CudaOptions eo{Policy::async, c.gpus};
-    eo.launch = mode;
+    guarded(mode == LaunchMode::graph ? "dispatch interval (graph)" : "dispatch interval (stream)", [&] {
+      CudaOptions eo{Policy::async, c.gpus};
+      eo.launch = mode;
+      std::vector<double> gaps;
+      probe_runs(eo, g, chains_tg, inputs, [&](const RunResult& res) {
+        for (int gpu = 0; gpu < c.gpus; ++gpu) {
+          std::vector<double> starts;
+          for (const Span& s : res.timeline.spans)
+            if (gpu_of(s.device, chains) == gpu) starts.push_back(s.start_s);
+          std::sort(starts.begin(), starts.end());
+          for (std::size_t i = 1; i < starts.size(); ++i) gaps.push_back(starts[i] - starts[i - 1]);
+        }
+      });
+      if (!gaps.empty())
+        (mode == LaunchMode::graph ? c.dispatch_interval_s : c.dispatch_interval_stream_s) = stats::median(gaps);
+    });
+  }
+  // The bsp barrier on the calibrated devices, read off the timelines (runtime/measure.h)
+  // GPU by GPU (each GPU's marks have a clock of their own): per boundary, the gap from the
+  // phase's last compute end to the next phase's first compute start; the median over five
+  // runs, less the per-task overhead, which the simulator spends inside each compute span
+  // (launch_latency_s) where the executor spends it between them, as the CPU calibration
+  // does.
+  guarded("bsp barrier", [&] {
+    const TaskGraph tg = lower(g, split_largest(g, c.devices));
     std::vector<double> gaps;
-    probe_runs(eo, g, tg, inputs, [&](const RunResult& res) {
+    probe_runs(CudaOptions{Policy::bsp, c.gpus}, g, tg, inputs, [&](const RunResult& res) {
       for (int gpu = 0; gpu < c.gpus; ++gpu) {
-        std::vector<double> starts;
+        Timeline mine;
         for (const Span& s : res.timeline.spans)
-          if (gpu_of(s.device) == gpu) starts.push_back(s.start_s);
-        std::sort(starts.begin(), starts.end());
-        for (std::size_t i = 1; i < starts.size(); ++i) gaps.push_back(starts[i] - starts[i - 1]);
+          if (gpu_of(s.device, c.devices) == gpu) mine.spans.push_back(s);
+        for (double gap : bsp_boundary_gaps(tg, mine)) gaps.push_back(gap);
       }
     });
-    if (gaps.empty()) continue;
-    (mode == LaunchMode::graph ? c.dispatch_interval_s : c.dispatch_interval_stream_s) = stats::median(gaps);
-  }
-  // The bsp barrier, read off the timelines (runtime/measure.h): per boundary, the gap
-  // from the phase's last compute end to the next phase's first compute start; the
-  // median over five runs.
-  std::vector<double> boundary;
-  probe_runs(CudaOptions{Policy::bsp, c.gpus}, g, tg, inputs, [&](const RunResult& res) {
-    for (double gap : bsp_boundary_gaps(tg, res.timeline)) boundary.push_back(gap);
+    if (!gaps.empty()) c.barrier_latency_s = std::max(0.0, stats::median(gaps) - c.task_overhead_s);
   });
-  if (!boundary.empty()) c.barrier_latency_s = std::max(0.0, stats::median(boundary));
-  // The unmarked run was added after the first GPU validation: a failure costs this figure
-  // only, not the calibration.
-  try {
+  // The unmarked graph's span over the tasks of its busiest GPU that issue work (inputs
+  // and outputs add no node without marks).
+  guarded("unmarked dispatch", [&] {
+    std::vector<double> work(static_cast<std::size_t>(c.gpus), 0);
+    for (const Task& t : chains_tg.tasks)
+      if (t.kind != TaskKind::input && t.kind != TaskKind::output) ++work[static_cast<std::size_t>(gpu_of(t.device, chains))];
+    const double busiest = *std::max_element(work.begin(), work.end());
     CudaOptions eo{Policy::async, c.gpus};
     eo.unmarked_run = true;
     std::vector<double> per_task;
-    probe_runs(eo, g, tg, inputs, [&](const RunResult& res) {
-      if (res.unmarked_span_s > 0) per_task.push_back(res.unmarked_span_s * c.gpus / static_cast<double>(tg.tasks.size()));
+    probe_runs(eo, g, chains_tg, inputs, [&](const RunResult& res) {
+      if (res.unmarked_span_s > 0 && busiest > 0) per_task.push_back(res.unmarked_span_s / busiest);
     });
     if (!per_task.empty()) c.dispatch_interval_unmarked_s = stats::median(per_task);
-  } catch (const Error& e) {
-    std::fprintf(stderr, "tessel: warning: the unmarked dispatch probe failed (dispatch_interval_unmarked_s left 0): %s\n",
-                 e.what());
-  }
+  });
 }
 }  // namespace
 

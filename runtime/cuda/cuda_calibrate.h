@@ -12,15 +12,17 @@
 //   launch     back-to-back launches of an empty NVRTC kernel → seconds per launch
 //   overhead   the executor on a chain of tiny elementwise nodes → seconds per task
 //              beyond its kernels (span of the graph less its kernels' time, per task)
-//   dispatch   the same chain split over every logical device (independent chains, always
-//              work ready): the median gap between consecutive task starts on one GPU →
-//              its front end's seconds per task (DeviceType::dispatch_interval_s), for the
-//              graph launch, for tasks issued to streams, and the unmarked graph's span
-//              per task (what the per-task marks cost; reported, not used)
-//   barrier    the same split chain under bsp (every node two phases): the median gap
-//              from a phase's last compute end to the next phase's first compute start →
-//              the machine's barrier_latency_s (the dispatch gate spaces the starts after
-//              it, so nothing is subtracted, unlike the CPU's figure)
+//   dispatch   the same chain split into at least four independent chains per GPU (its
+//              virtual devices, so that the front end always has a task to start): the
+//              median gap between consecutive task starts on one GPU → its front end's
+//              seconds per task (DeviceType::dispatch_interval_s), for the graph launch,
+//              for tasks issued to streams, and without marks the graph's span per task
+//              of its busiest GPU (the marks cost the difference; reported, not used)
+//   barrier    the chain split over the calibrated devices under bsp (every node two
+//              phases): per GPU the median gap from a phase's last compute end to the next
+//              phase's first compute start, less task_overhead_s (the simulator spends it
+//              inside each compute span, the executor between them) → the machine's
+//              barrier_latency_s. A probe that fails warns and leaves its figure 0.
 //
 // Virtual devices: with n logical devices on G < n GPUs, each of the n devices of the
 // machine JSON is described with its whole GPU's rates and the GPU's index as its chip

@@ -57,6 +57,8 @@ TEST(DispatchGate, VirtualDevicesOfOneChipStartOneIntervalApart) {
   }
   EXPECT_EQ(ps(r.makespan_s), ps(3 * kInterval + 1e-6));
   EXPECT_EQ(r.dispatch_held_tasks, 3);  // held 5, 10 and 15 us
+  // The critical path (first to last) is the chain of starts: each held back by the one before.
+  EXPECT_EQ(r.critical_path, (std::vector<TaskId>{TaskId(0), TaskId(1), TaskId(2), TaskId(3)}));
   EXPECT_EQ(ps(r.dispatch_wait_s), ps(6 * kInterval));
   const nlohmann::json j = to_json(r, m);
   EXPECT_EQ(j.at("dispatch_held_tasks").get<std::int64_t>(), 3);
@@ -140,6 +142,50 @@ TEST(DispatchGate, BspPhasesWaitForTheGateToo) {
   // Starts 0, 5, 10, 15 us in either policy: the gate, not the barrier, spaces them.
   EXPECT_EQ(ps(async.makespan_s), ps(3 * kInterval + 1e-6));
   EXPECT_EQ(ps(bsp.makespan_s), ps(3 * kInterval + 1e-6));
+}
+
+TEST(DispatchGate, ABarrierLongerThanTheGateDelaysTheNextPhase) {
+  // As above with a barrier of 7 us: phase 1 starts at 0 and 5 us and ends at 6; the
+  // next phase is released at 13 us, after the gate's next start (10), so it starts at 13
+  // and 18 and ends at 19 us; async keeps 16.
+  Machine m = gated(2);
+  m.barrier_latency_s = 7e-6;
+  for (Device& d : m.devices) d.chip = 0;
+  TgBuilder b(2);
+  const BufferId a0 = b.compute(0, 1e6, 0, {}, 4, 0);
+  const BufferId a1 = b.compute(1, 1e6, 0, {}, 4, 0);
+  b.compute(0, 1e6, 0, {a0}, 4, 1);
+  b.compute(1, 1e6, 0, {a1}, 4, 1);
+  EXPECT_EQ(ps(run(b.graph(), m, Policy::async).makespan_s), ps(3 * kInterval + 1e-6));
+  const SimResult bsp = run(b.graph(), m, Policy::bsp);
+  EXPECT_EQ(ps(bsp.timeline.spans[2].start_s), ps(13e-6));
+  EXPECT_EQ(ps(bsp.timeline.spans[3].start_s), ps(18e-6));
+  EXPECT_EQ(ps(bsp.makespan_s), ps(19e-6));
+}
+
+TEST(DispatchGate, InterferenceRetimesAHeldTaskOnlyOnceItRuns) {
+  // A 1 ms GEMM on device 0 and, held behind it at the gate, a 100 us move sent by device
+  // 0 (a 1 MB input, 1e10 B/s): the GEMM starts at 5 us and runs alone until the move
+  // starts at 10 us; then the move is slowed by b = 4 (400 us) and the GEMM by a = 1.25,
+  // which ends at 5 us + 1 ms + 400 us * (1 - 1/a) = 1.085 ms. Held, the move did not
+  // slow the GEMM.
+  const double a = 1.25, b = 4.0;
+  Machine m = testing::switch_machine(2, 0, 1e10);
+  m.interference = Interference{};
+  m.interference.measured = true;
+  m.interference.normal = {a, b, "test"};
+  m.device_types[0].dispatch_interval_s = kInterval;
+  TgBuilder bld(2);
+  bld.compute(0, 1e9, 0, {});
+  const BufferId x = bld.input(0, 1'000'000);
+  bld.move(x, 1);
+  SimOptions o;
+  const SimResult r = simulate(bld.graph(), m, o);
+  // The input passes at 0, the GEMM at 5 us, the move at 10 us.
+  EXPECT_EQ(ps(r.timeline.spans[0].start_s), ps(kInterval));
+  EXPECT_EQ(ps(r.timeline.spans[2].start_s), ps(2 * kInterval));
+  EXPECT_NEAR(r.timeline.spans[2].end_s, 2 * kInterval + b * 1e-4, 1e-12);
+  EXPECT_NEAR(r.timeline.spans[0].end_s, kInterval + 1e-3 + b * 1e-4 * (1 - 1 / a), 1e-12);
 }
 
 TEST(DispatchGate, SameInputsSameTimelineBitForBit) {
