@@ -317,6 +317,8 @@ void Run::setup_gates() {
   gate_of_.assign(d, -1);
   gate_next_.clear();
   gate_step_.clear();
+  gate_last_.clear();
+  gate_held_queue_.clear();
   std::vector<std::int32_t> gate_of_chip(chip_members_.size(), -1);
   for (std::size_t dev = 0; dev < d; ++dev) {
     const double s = m_.type_of(DeviceId(static_cast<std::int32_t>(dev))).dispatch_interval_s;
