@@ -251,9 +251,8 @@ class Run {
       Tensor& out = result_.outputs.at(g_.node(t.node).name);
       if (arena_.planned) continue;  // copied out by the output task itself
       const BufferStore<T>& data = storage_[t.reads[0].index()];
-      std::vector<double> tmp(data.data(), data.data() + data.size());
-      cpu::copy_region<double>(tmp.data(), src.shape, Rect::whole(src.shape), out.data.data(), out.shape, t.src,
-                               Agg::none);
+      cpu::copy_region_to_double<T>(data.data(), src.shape, Rect::whole(src.shape), out.data.data(), out.shape,
+                                    t.src);
     }
     if (profile_) profile_in_place();
     for (auto& s : spans_) result_.timeline.spans.insert(result_.timeline.spans.end(), s.begin(), s.end());
@@ -608,10 +607,11 @@ class Run {
         if (!arena_.planned) break;
         const Buffer& src = tg_.buffer(t.reads[0]);
         const BufferStore<T>& data = storage_[t.reads[0].index()];
-        std::vector<double> tmp(data.data(), data.data() + data.size());
         Tensor& out = result_.outputs.at(g_.node(t.node).name);
-        cpu::copy_region<double>(tmp.data(), src.shape, Rect::whole(src.shape), out.data.data(), out.shape, t.src,
-                                 Agg::none);
+        // Converted as it is copied: no temporary, which (an allocation and a page fault
+        // per page, on the clock) cost 17-28 us per 64 KB block of the tiny LLaMA block.
+        cpu::copy_region_to_double<T>(data.data(), src.shape, Rect::whole(src.shape), out.data.data(), out.shape,
+                                      t.src);
         break;
       }
       case TaskKind::evict:

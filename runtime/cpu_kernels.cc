@@ -353,12 +353,14 @@ void fill_block(const Fill& fill, const Rect& block, T* out) {
           out[(mat * rows + i) * cols + j] = static_cast<T>(fill.value_off);
 }
 
-template <class T>
-void copy_region(const T* from, const Shape& from_shape, const Rect& src, T* to, const Shape& to_shape,
-                 const Rect& dst, Agg combine) {
+namespace {
+// copy_region() from an array of F into one of T (the same type, or float into double).
+template <class F, class T>
+void copy_region_as(const F* from, const Shape& from_shape, const Rect& src, T* to, const Shape& to_shape,
+                    const Rect& dst, Agg combine) {
   const int rank = src.rank;
   if (rank == 0) {
-    to[0] = agg_combine_as<T>(combine, to[0], from[0]);
+    to[0] = agg_combine_as<T>(combine, to[0], static_cast<T>(from[0]));
     return;
   }
   auto fs = strides_of(from_shape);
@@ -371,13 +373,13 @@ void copy_region(const T* from, const Shape& from_shape, const Rect& src, T* to,
       fo += (src.offset[d] + c[d]) * fs[d];
       tofs += (dst.offset[d] + c[d]) * ts[d];
     }
-    const T* f = from + fo;
+    const F* f = from + fo;
     T* t = to + tofs;
     switch (combine) {
       case Agg::none: std::copy(f, f + inner, t); break;
-      case Agg::sum: for (std::int64_t i = 0; i < inner; ++i) t[i] += f[i]; break;
+      case Agg::sum: for (std::int64_t i = 0; i < inner; ++i) t[i] += static_cast<T>(f[i]); break;
       default:
-        for (std::int64_t i = 0; i < inner; ++i) t[i] = agg_combine_as<T>(combine, t[i], f[i]);
+        for (std::int64_t i = 0; i < inner; ++i) t[i] = agg_combine_as<T>(combine, t[i], static_cast<T>(f[i]));
     }
     int d = rank - 2;
     while (d >= 0 && ++c[d] == src.size[d]) {
@@ -387,11 +389,25 @@ void copy_region(const T* from, const Shape& from_shape, const Rect& src, T* to,
     if (d < 0) return;
   }
 }
+}  // namespace
+
+template <class T>
+void copy_region(const T* from, const Shape& from_shape, const Rect& src, T* to, const Shape& to_shape,
+                 const Rect& dst, Agg combine) {
+  copy_region_as(from, from_shape, src, to, to_shape, dst, combine);
+}
+
+template <class T>
+void copy_region_to_double(const T* from, const Shape& from_shape, const Rect& src, double* to,
+                           const Shape& to_shape, const Rect& dst) {
+  copy_region_as(from, from_shape, src, to, to_shape, dst, Agg::none);
+}
 
 #define TESSEL_INSTANTIATE(T)                                                                                   \
   template void einsum_block<T>(const Einsum&, const std::vector<const T*>&, T*, Scratch<T>&);                \
   template void fill_block<T>(const Fill&, const Rect&, T*);                                                   \
-  template void copy_region<T>(const T*, const Shape&, const Rect&, T*, const Shape&, const Rect&, Agg);
+  template void copy_region<T>(const T*, const Shape&, const Rect&, T*, const Shape&, const Rect&, Agg);         \
+  template void copy_region_to_double<T>(const T*, const Shape&, const Rect&, double*, const Shape&, const Rect&);
 TESSEL_INSTANTIATE(float)
 TESSEL_INSTANTIATE(double)
 #undef TESSEL_INSTANTIATE

@@ -41,5 +41,9 @@ void fill_block(const Fill& fill, const Rect& block, T* out);
 template <class T>
 void copy_region(const T* from, const Shape& from_shape, const Rect& src, T* to, const Shape& to_shape,
                  const Rect& dst, Agg combine);
+// The same into an array of doubles (a result tensor), converting as it copies.
+template <class T>
+void copy_region_to_double(const T* from, const Shape& from_shape, const Rect& src, double* to,
+                           const Shape& to_shape, const Rect& dst);
 
 }  // namespace tessel::runtime::cpu
