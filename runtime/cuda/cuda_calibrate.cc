@@ -283,12 +283,9 @@ CudaCalibration calibrate_cuda(const CudaCalibrationOptions& o) {
   return c;
 }
 
-// The dispatch interval: the probe chain split over every logical device (one independent
-// chain per device, so some task is always ready on every GPU), run 6 times (the first
-// discarded); per GPU, its tasks' start marks sorted: the median gap between consecutive
-// starts, pooled over the GPUs and runs. A front end that takes one task at a time spaces
-// them by its time per task whatever the kernels (these take ~2 us). The unmarked run
-// (CudaOptions::unmarked_run) gives the graph's span per task without the marks.
+// The dispatch and barrier probes (the header's "dispatch" and "barrier"). A front end
+// that takes one task at a time spaces their starts by its time per task whatever the
+// kernels (these take ~2 us).
 namespace {
 // The probe run six times under `eo`, the first discarded (warm-up); `each` sees the rest.
 void probe_runs(const CudaOptions& eo, const Graph& g, const TaskGraph& tg, const TensorMap& inputs,

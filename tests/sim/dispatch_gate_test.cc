@@ -127,37 +127,29 @@ TEST(DispatchGate, NoIntervalChangesNothing) {
   EXPECT_EQ(a.dispatch_wait_s, 0);
 }
 
-TEST(DispatchGate, BspPhasesWaitForTheGateToo) {
-  // Two kernels per device on 2 virtual devices of one chip, each phase's tasks on both
-  // devices: under bsp the second phase's tasks start at the gate after the barrier.
-  Machine m = gated(2);
-  for (Device& d : m.devices) d.chip = 0;
+// Two phases of one 1 us kernel on each of 2 virtual devices of one chip.
+TaskGraph two_phases() {
   TgBuilder b(2);
   const BufferId a0 = b.compute(0, 1e6, 0, {}, 4, 0);
   const BufferId a1 = b.compute(1, 1e6, 0, {}, 4, 0);
   b.compute(0, 1e6, 0, {a0}, 4, 1);
   b.compute(1, 1e6, 0, {a1}, 4, 1);
-  const SimResult async = run(b.graph(), m, Policy::async);
-  const SimResult bsp = run(b.graph(), m, Policy::bsp);
-  // Starts 0, 5, 10, 15 us in either policy: the gate, not the barrier, spaces them.
-  EXPECT_EQ(ps(async.makespan_s), ps(3 * kInterval + 1e-6));
-  EXPECT_EQ(ps(bsp.makespan_s), ps(3 * kInterval + 1e-6));
+  return b.graph();
 }
 
-TEST(DispatchGate, ABarrierLongerThanTheGateDelaysTheNextPhase) {
-  // As above with a barrier of 7 us: phase 1 starts at 0 and 5 us and ends at 6; the
-  // next phase is released at 13 us, after the gate's next start (10), so it starts at 13
-  // and 18 and ends at 19 us; async keeps 16.
+TEST(DispatchGate, BspPhasesWaitForTheGateAndTheBarrier) {
   Machine m = gated(2);
-  m.barrier_latency_s = 7e-6;
   for (Device& d : m.devices) d.chip = 0;
-  TgBuilder b(2);
-  const BufferId a0 = b.compute(0, 1e6, 0, {}, 4, 0);
-  const BufferId a1 = b.compute(1, 1e6, 0, {}, 4, 0);
-  b.compute(0, 1e6, 0, {a0}, 4, 1);
-  b.compute(1, 1e6, 0, {a1}, 4, 1);
-  EXPECT_EQ(ps(run(b.graph(), m, Policy::async).makespan_s), ps(3 * kInterval + 1e-6));
-  const SimResult bsp = run(b.graph(), m, Policy::bsp);
+  const TaskGraph tg = two_phases();
+  // Without a barrier cost, starts are 0, 5, 10, 15 us under either policy: the gate, not
+  // the barrier (phase 1 ends at 6), spaces them.
+  EXPECT_EQ(ps(run(tg, m, Policy::async).makespan_s), ps(3 * kInterval + 1e-6));
+  EXPECT_EQ(ps(run(tg, m, Policy::bsp).makespan_s), ps(3 * kInterval + 1e-6));
+  // A barrier of 7 us releases the next phase at 13 us, after the gate's next start (10):
+  // it starts at 13 and 18 and ends at 19 us; async keeps 16.
+  m.barrier_latency_s = 7e-6;
+  EXPECT_EQ(ps(run(tg, m, Policy::async).makespan_s), ps(3 * kInterval + 1e-6));
+  const SimResult bsp = run(tg, m, Policy::bsp);
   EXPECT_EQ(ps(bsp.timeline.spans[2].start_s), ps(13e-6));
   EXPECT_EQ(ps(bsp.timeline.spans[3].start_s), ps(18e-6));
   EXPECT_EQ(ps(bsp.makespan_s), ps(19e-6));
