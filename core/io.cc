@@ -429,6 +429,21 @@ void write_through(const std::string& path, std::string_view content) {
 
 }  // namespace
 
+void check_can_write(const std::string& path) {
+  if (path.empty()) fail("output path is empty");
+  if (path == "-") return;
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) fail(path, ": is a directory");
+    if (!S_ISREG(st.st_mode)) return;  // a link, device, FIFO or socket: written through
+  }
+  const std::string tmp = path + ".tmp-tessel";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) fail_errno(path, "cannot open for writing");
+  ::close(fd);
+  std::remove(tmp.c_str());
+}
+
 void write_file_atomic(const std::string& path, std::string_view content) {
   if (path.empty()) fail("output path is empty");
   if (path == "-") {  // standard output

@@ -58,5 +58,11 @@ namespace tessel {
 // one atomically when it is a regular file). "-" writes to standard output. Error naming
 // the path and the system's reason on any failure.
 void write_file_atomic(const std::string& path, std::string_view content);
+// Fails now, with write_file_atomic's error, where writing `path` later would fail for
+// its place (an empty path, a directory, a folder that does not exist or cannot be
+// written): commands that measure or search for a while call it before they start, so
+// that a mistyped -o costs a second, not the run. Writes nothing ("-", devices, FIFOs and
+// links pass; a regular or new file: its temporary is created beside it and removed).
+void check_can_write(const std::string& path);
 
 }  // namespace tessel

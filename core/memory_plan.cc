@@ -76,6 +76,30 @@ class Planner {
       if (t.writes.valid()) uses_[t.writes.index()].push_back(static_cast<std::int32_t>(p));
     }
     for (auto& u : uses_) u.erase(std::unique(u.begin(), u.end()), u.end());
+    // What prefetch's walk reads of every task and buffer it passes, laid out flat in
+    // reference order (the walk visits up to kLookahead tasks before each task).
+    size_.resize(nb);
+    device_.resize(nb);
+    last_use_.resize(nb);
+    for (std::size_t i = 0; i < nb; ++i) {
+      size_[i] = aligned(in_.buffers[i].bytes());
+      device_[i] = in_.buffers[i].device.value;
+      last_use_[i] = uses_[i].empty() ? -1 : uses_[i].back();
+    }
+    walk_begin_.assign(order_.size() + 1, 0);
+    walk_write_.assign(order_.size(), -1);
+    walk_write_read_.assign(order_.size(), 0);
+    walk_reads_.clear();
+    for (std::size_t p = 0; p < order_.size(); ++p) {
+      const Task& t = in_.tasks[static_cast<std::size_t>(order_[p])];
+      walk_begin_[p] = static_cast<std::int32_t>(walk_reads_.size());
+      for (BufferId b : t.reads) walk_reads_.push_back(b.value);
+      if (t.writes.valid()) {
+        walk_write_[p] = t.writes.value;
+        walk_write_read_[p] = std::find(t.reads.begin(), t.reads.end(), t.writes) != t.reads.end();
+      }
+    }
+    walk_begin_[order_.size()] = static_cast<std::int32_t>(walk_reads_.size());
 
     out_.num_devices = in_.num_devices;
     out_.buffers = in_.buffers;
@@ -85,7 +109,9 @@ class Planner {
     memory_.assign(devices, {});
     resident_.assign(devices, {});
     high_.assign(devices, 0);
-    host_only_.assign(devices, 0);
+    used_.assign(devices, 0);
+    host_only_.assign(devices, {});
+    host_pos_.assign(nb, -1);
     seen_.assign(nb, 0);
     death_.assign(nb, std::numeric_limits<std::int32_t>::max());
     dry_offset_.assign(nb, 0);
@@ -168,6 +194,19 @@ class Planner {
     const auto& u = uses_[static_cast<std::size_t>(logical)];
     auto it = std::upper_bound(u.begin(), u.end(), p);
     return it == u.end() ? std::numeric_limits<std::int32_t>::max() : *it;
+  }
+
+  void host_only_add(std::size_t d, std::int32_t l) {
+    host_pos_[static_cast<std::size_t>(l)] = static_cast<std::int32_t>(host_only_[d].size());
+    host_only_[d].push_back(l);
+  }
+  void host_only_remove(std::size_t d, std::int32_t l) {
+    auto& list = host_only_[d];
+    const auto at = static_cast<std::size_t>(host_pos_[static_cast<std::size_t>(l)]);
+    host_pos_[static_cast<std::size_t>(list.back())] = static_cast<std::int32_t>(at);
+    list[at] = list.back();
+    list.pop_back();
+    host_pos_[static_cast<std::size_t>(l)] = -1;
   }
 
   std::int32_t new_buffer(std::int32_t logical, bool host) {
@@ -267,6 +306,7 @@ class Planner {
     const std::int64_t at = find_range(d, size, first_fit);
     if (at < 0) return false;
     in.alloc_deps = claim(memory_[d], at, size, buffer);
+    used_[d] += size;
     in.offset = at;
     out_.buffers[static_cast<std::size_t>(buffer)].offset_bytes = at;
     high_[d] = std::max(high_[d], at + size);
@@ -331,6 +371,7 @@ class Planner {
   void release(std::size_t d, std::int32_t buffer) {
     Inst& in = inst_[static_cast<std::size_t>(buffer)];
     auto it = memory_[d].find(in.offset);
+    used_[d] -= it->second.size;
     it->second.buffer = -1;
     it->second.released = in.users;
     resident_[d].erase(std::find(resident_[d].begin(), resident_[d].end(), buffer));
@@ -373,7 +414,7 @@ class Planner {
     }
     release(static_cast<std::size_t>(buf.device.value), b);
     lg.resident = -1;
-    ++host_only_[buf.device.index()];
+    host_only_add(buf.device.index(), l);
   }
 
   // Makes room on device d for `need` (logical buffers without a device copy; each gets a
@@ -386,7 +427,7 @@ class Planner {
       // working set no larger than the capacity in an empty memory).
       std::vector<std::int32_t> placed;
       const auto saved = memory_[d];
-      const std::int64_t saved_high = high_[d];
+      const std::int64_t saved_high = high_[d], saved_used = used_[d];
       for (bool first_fit : {false, true}) {
         placed.clear();
         bool ok = true;
@@ -401,6 +442,7 @@ class Planner {
         if (ok) return placed;
         memory_[d] = saved;
         high_[d] = saved_high;
+        used_[d] = saved_used;
       }
       // The resident buffer used furthest ahead, not one the task uses.
       std::int32_t victim = -1;
@@ -454,7 +496,7 @@ class Planner {
         slot = new_buffer(l, false);
       }
     }
-    inst_[static_cast<std::size_t>(slot)].size = aligned(in_.buffers[static_cast<std::size_t>(l)].bytes());
+    inst_[static_cast<std::size_t>(slot)].size = size_[static_cast<std::size_t>(l)];
     return slot;
   }
 
@@ -469,7 +511,7 @@ class Planner {
         Inst& in = inst_[static_cast<std::size_t>(b)];
         resident_[dev].push_back(b);
         if (b != l) origin_[b] = l;
-        if (lg.created) --host_only_[dev];
+        if (lg.created) host_only_remove(dev, l);
         lg.resident = b;
         if (!lg.created) {  // a fresh buffer: this task is its first writer
           lg.created = true;
@@ -532,7 +574,7 @@ class Planner {
         lg.host = t.writes.value;
         lg.host_writer = emit(t);
         lg.host_valid = true;
-        ++host_only_[d];
+        host_only_add(d, l);
         new_id_[static_cast<std::size_t>(orig)] = lg.host_writer;
         ++stats_.host_inputs;
       }
@@ -675,6 +717,13 @@ class Planner {
     std::vector<Event> events;
     std::int32_t peak_q = 0;
     std::size_t peak_born = 0, peak_freed = 0;
+    void clear(std::int32_t p) {  // empty, at walk position p, keeping the vectors' memory
+      born.clear();
+      freed.clear();
+      events.clear();
+      peak_q = p;
+      peak_born = peak_freed = 0;
+    }
   };
 
   // Whether device d keeps room for the buffers ahead once a load takes [at, at + size)
@@ -718,7 +767,7 @@ class Planner {
     items_.clear();
     for (std::size_t i = 0; i < a.peak_born; ++i) {
       const std::int32_t l = a.born[i];
-      if (death_[static_cast<std::size_t>(l)] >= a.peak_q) items_.push_back(aligned(in_.buffers[static_cast<std::size_t>(l)].bytes()));
+      if (death_[static_cast<std::size_t>(l)] >= a.peak_q) items_.push_back(size_[static_cast<std::size_t>(l)]);
     }
     if (largest > 0) items_.push_back(largest);
     std::sort(items_.begin(), items_.end(), std::greater<>());
@@ -760,7 +809,7 @@ class Planner {
         release_at(dry_offset_[i]);
         continue;
       }
-      const std::int64_t n = aligned(in_.buffers[i].bytes());
+      const std::int64_t n = size_[i];
       std::int64_t o = find_range_in(mem, n);
       if (o < 0) o = find_range_in(mem, n, true);
       if (o < 0) return false;
@@ -775,28 +824,57 @@ class Planner {
     std::vector<std::int64_t> growth(devices, 0), peak_growth(devices, 0), free(devices, 0), largest_new(devices, 0);
     std::vector<char> blocked(devices, 0);
     std::size_t left = 0;  // devices that may still prefetch: those with host copies to load
+    const auto end = std::min<std::int32_t>(static_cast<std::int32_t>(order_.size()), p + 1 + kLookahead);
+    // Where the walk is over for each device: past the last read, within the walk, of a
+    // buffer whose data is only in host memory (the walk loads, it never evicts, so no
+    // other buffer can become one to load). Ending a device's walk there changes nothing
+    // but the planner's time: a device whose host copies are read beyond the walk, or
+    // never again, would otherwise keep the walk going for kLookahead tasks.
+    std::vector<std::pair<std::int32_t, std::size_t>> last_load;  // (last such read, device)
     for (std::size_t d = 0; d < devices; ++d) {
-      for (const auto& [offset, seg] : memory_[d])
-        if (seg.buffer < 0) free[d] += seg.size;
-      if (host_only_[d] > 0) ++left;
-      else blocked[d] = 1;
+      std::int32_t last = -1;
+      for (std::int32_t l : host_only_[d]) {
+        const auto& u = uses_[static_cast<std::size_t>(l)];
+        auto it = std::lower_bound(u.begin(), u.end(), end);
+        if (it != u.begin() && *std::prev(it) > p) last = std::max(last, *std::prev(it));
+      }
+      if (last < 0) {
+        blocked[d] = 1;
+        continue;
+      }
+      free[d] = o_.capacity_bytes[d] - used_[d];
+      last_load.emplace_back(last, d);
+      ++left;
     }
+    std::sort(last_load.begin(), last_load.end());
+    std::size_t passed = 0;  // devices of last_load whose last read the walk has passed
     for (std::int32_t l : seen_list_) {
       seen_[static_cast<std::size_t>(l)] = 0;
       death_[static_cast<std::size_t>(l)] = std::numeric_limits<std::int32_t>::max();
     }
     seen_list_.clear();
-    std::vector<Ahead> ahead(devices);
-    for (Ahead& a : ahead) a.peak_q = p;
-    const auto end = std::min<std::int32_t>(static_cast<std::int32_t>(order_.size()), p + 1 + kLookahead);
+    ahead_.resize(devices);
+    for (Ahead& a : ahead_) a.clear(p);
     for (std::int32_t q = p + 1; q < end && left > 0; ++q) {
-      const Task& t = in_.tasks[static_cast<std::size_t>(order_[static_cast<std::size_t>(q)])];
-      for (BufferId b : t.reads) {
-        const std::int32_t l = b.value;
-        const Logical& lg = logical_[b.index()];
-        const std::size_t d = in_.buffers[b.index()].device.index();
-        if (blocked[d] || lg.resident >= 0 || !lg.host_valid) continue;
-        const std::int64_t size = aligned(in_.buffers[b.index()].bytes());
+      for (; passed < last_load.size() && last_load[passed].first < q; ++passed) {
+        const std::size_t d = last_load[passed].second;
+        if (!blocked[d]) {
+          blocked[d] = 1;
+          --left;
+        }
+      }
+      if (left == 0) break;
+      const auto uq = static_cast<std::size_t>(q);
+      const std::int32_t* reads = walk_reads_.data() + walk_begin_[uq];
+      const std::int32_t* reads_end = walk_reads_.data() + walk_begin_[uq + 1];
+      for (const std::int32_t* r = reads; r != reads_end; ++r) {
+        const std::int32_t l = *r;
+        const auto ul = static_cast<std::size_t>(l);
+        const auto d = static_cast<std::size_t>(device_[ul]);
+        if (blocked[d]) continue;
+        const Logical& lg = logical_[ul];
+        if (lg.resident >= 0 || !lg.host_valid) continue;
+        const std::int64_t size = size_[ul];
         if (free[d] - size < peak_growth[d] + largest_new[d]) {
           blocked[d] = 1;
           --left;
@@ -807,7 +885,7 @@ class Planner {
         // activation. Checked without changing anything, so that a refused load changes
         // nothing.
         const std::int64_t at = find_range(d, size);
-        if (at < 0 || !room_ahead(d, at, size, ahead[d], peak_growth[d], largest_new[d])) {
+        if (at < 0 || !room_ahead(d, at, size, ahead_[d], peak_growth[d], largest_new[d])) {
           blocked[d] = 1;
           --left;
           continue;
@@ -820,15 +898,17 @@ class Planner {
       }
       // The live bytes this task adds (a buffer it writes first) and frees (buffers
       // whose last use it is, resident now or written ahead in this walk).
-      if (t.writes.valid() && !logical_[t.writes.index()].created && !seen_[t.writes.index()]) {
-        seen_[t.writes.index()] = 1;
-        seen_list_.push_back(t.writes.value);
-        const std::size_t d = in_.buffers[t.writes.index()].device.index();
-        growth[d] += aligned(in_.buffers[t.writes.index()].bytes());
-        largest_new[d] = std::max(largest_new[d], aligned(in_.buffers[t.writes.index()].bytes()));
-        Ahead& a = ahead[d];
-        a.born.push_back(t.writes.value);
-        a.events.push_back({Ahead::Event::born, t.writes.value});
+      const std::int32_t w = walk_write_[uq];
+      if (w >= 0 && !logical_[static_cast<std::size_t>(w)].created && !seen_[static_cast<std::size_t>(w)]) {
+        const auto uw = static_cast<std::size_t>(w);
+        seen_[uw] = 1;
+        seen_list_.push_back(w);
+        const auto d = static_cast<std::size_t>(device_[uw]);
+        growth[d] += size_[uw];
+        largest_new[d] = std::max(largest_new[d], size_[uw]);
+        Ahead& a = ahead_[d];
+        a.born.push_back(w);
+        a.events.push_back({Ahead::Event::born, w});
         if (growth[d] > peak_growth[d]) {
           peak_growth[d] = growth[d];
           a.peak_q = q;
@@ -836,23 +916,24 @@ class Planner {
           a.peak_freed = a.freed.size();
         }
       }
-      auto drop = [&](BufferId b) {
-        const std::int32_t l = b.value;
-        if (next_use(l, q) != std::numeric_limits<std::int32_t>::max()) return;
-        if (logical_[b.index()].resident < 0 && !seen_[b.index()]) return;
-        const std::size_t d = in_.buffers[b.index()].device.index();
-        growth[d] -= aligned(in_.buffers[b.index()].bytes());
-        Ahead& a = ahead[d];
-        if (seen_[b.index()]) {
-          death_[b.index()] = q;
+      auto drop = [&](std::int32_t l) {
+        const auto ul = static_cast<std::size_t>(l);
+        if (last_use_[ul] > q) return;  // not its last use
+        const std::int32_t resident = logical_[ul].resident;
+        if (resident < 0 && !seen_[ul]) return;
+        const auto d = static_cast<std::size_t>(device_[ul]);
+        growth[d] -= size_[ul];
+        Ahead& a = ahead_[d];
+        if (seen_[ul]) {
+          death_[ul] = q;
           a.events.push_back({Ahead::Event::died, l});
         } else {
-          a.freed.push_back(logical_[b.index()].resident);
-          a.events.push_back({Ahead::Event::freed, logical_[b.index()].resident});
+          a.freed.push_back(resident);
+          a.events.push_back({Ahead::Event::freed, resident});
         }
       };
-      for (BufferId b : t.reads) drop(b);
-      if (t.writes.valid() && std::find(t.reads.begin(), t.reads.end(), t.writes) == t.reads.end()) drop(t.writes);
+      for (const std::int32_t* r = reads; r != reads_end; ++r) drop(*r);
+      if (w >= 0 && !walk_write_read_[uq]) drop(w);
     }
   }
 
@@ -881,7 +962,16 @@ class Planner {
   std::vector<std::map<std::int64_t, Segment>> memory_;  // per device: segments by offset
   std::vector<std::vector<std::int32_t>> resident_;      // per device: its resident device buffers
   std::vector<std::int64_t> high_;
-  std::vector<std::int64_t> host_only_;  // per device: buffers whose data is only in host memory now
+  std::vector<std::int64_t> used_;  // per device: bytes of its allocated segments
+  std::vector<std::vector<std::int32_t>> host_only_;  // per device: logical buffers whose data is only in host memory now
+  std::vector<std::int64_t> size_;       // per logical buffer: its bytes, aligned
+  std::vector<std::int32_t> device_;     // per logical buffer: its device
+  std::vector<std::int32_t> last_use_;   // per logical buffer: its last position in order_ (-1: none)
+  std::vector<std::int32_t> walk_begin_, walk_reads_;  // per position: its task's reads (CSR)
+  std::vector<std::int32_t> walk_write_;  // per position: the buffer its task writes, or -1
+  std::vector<char> walk_write_read_;     // per position: its task reads what it writes too
+  std::vector<Ahead> ahead_;              // prefetch's scratch: per device
+  std::vector<std::int32_t> host_pos_;                // a logical buffer's index in its device's host_only_, or -1
   std::vector<char> seen_;               // prefetch's scratch: buffers first written in its walk
   std::vector<std::int32_t> seen_list_;  // those marked in seen_
   std::vector<std::int32_t> death_;      // prefetch's scratch: where a buffer it saw written dies

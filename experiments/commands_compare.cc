@@ -98,6 +98,10 @@ void add_calibrate(CLI::App& app) {
     if (o->overlap && o->backend != "cuda")
       fail("calibrate --overlap: needs --backend cuda (CPU workers run compute and communication on one lane: "
            "nothing overlaps)");
+    // Before measuring (seconds on the CPU, minutes on a GPU): an output that cannot be
+    // written fails now. Under mpi only rank 0 writes, and other ranks may not see its
+    // folder, so the check is left to the write.
+    if (o->backend != "mpi") check_can_write(o->out);
     if (o->backend == "cuda") {
       Machine m;
       json j = calibrate_cuda_backend(o->devices > 0 ? o->devices : 1, o->gpus, o->seconds, &m);

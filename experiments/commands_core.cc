@@ -285,6 +285,7 @@ void add_run(CLI::App& app) {
     CudaCliOptions::check_backend(*cmd, o->backend);
     const OffloadOrder offload_order = parse_offload_order(o->offload_order);
     check_offload_order(offload_order, o->memory_cap);
+    if (!o->trace.empty() && o->backend != "mpi") check_can_write(o->trace);  // before the runs (mpi: rank 0 writes)
     Graph g = o->graph.load();
     Decomposition d = o->dec.load(g);
     const runtime::CopyLane copy_lane = runtime::parse_copy_lane(o->copy_lane, "--copy-lane");

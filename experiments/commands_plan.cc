@@ -97,6 +97,7 @@ void add_plan_commands(CLI::App& app) {
       "  tessel plan -w ffn -d 4 -s megatron --placement greedy -o ffn4.json && tessel simulate -w ffn "
       "--decomposition ffn4.json -m h100-sxm-8");
   cmd->callback([o] {
+    if (!o->out.empty()) check_can_write(o->out);  // before a search of up to --budget-s
     Graph g = o->graph.load();
     planner::PlanOptions po;
     po.devices = o->devices;

@@ -181,5 +181,23 @@ TEST(WriteFile, ADirectoryOrAMissingFolderIsAnErrorNamingThePath) {
   fs::remove_all(d);
 }
 
+// check_can_write: the same errors as the write, before it, and nothing left behind.
+TEST(WriteFile, CheckCanWriteFailsWhereTheWriteWouldAndWritesNothing) {
+  fs::path d = scratch_dir("tessel_check_write");
+  check_can_write((d / "new.json").string());
+  EXPECT_FALSE(fs::exists(d / "new.json"));
+  EXPECT_FALSE(fs::exists(d / "new.json.tmp-tessel"));
+  write_file_atomic((d / "old.json").string(), "kept");
+  check_can_write((d / "old.json").string());
+  EXPECT_EQ(slurp(d / "old.json"), "kept");
+  check_can_write("-");
+  check_can_write("/dev/null");
+  EXPECT_NE(error_of([&] { check_can_write(d.string()); }).find(d.string() + ": is a directory"), std::string::npos);
+  const std::string missing = (d / "no" / "f.json").string();
+  EXPECT_NE(error_of([&] { check_can_write(missing); }).find(missing + ": cannot open for writing"), std::string::npos);
+  EXPECT_NE(error_of([] { check_can_write(""); }).find("output path is empty"), std::string::npos);
+  fs::remove_all(d);
+}
+
 }  // namespace
 }  // namespace tessel
