@@ -1063,6 +1063,10 @@ TaskGraph fixed_order(const TaskGraph& planned) {
   return out;
 }
 
+bool memory_planned(const TaskGraph& tg) {
+  return std::any_of(tg.buffers.begin(), tg.buffers.end(), [](const Buffer& b) { return b.host || b.offset_bytes >= 0; });
+}
+
 std::vector<std::int64_t> order_peak_bytes(const TaskGraph& tg) {
   std::vector<std::int64_t> live(static_cast<std::size_t>(tg.num_devices), 0), peak = live;
   const std::vector<std::int32_t> order = reference_order(tg);

@@ -114,6 +114,12 @@ struct MemoryPlan {
 // is what the freedom of order buys.
 [[nodiscard]] TaskGraph fixed_order(const TaskGraph& planned);
 
+// Whether `tg` is a memory-planned graph (plan_memory's output): some buffer has a
+// planned offset or lives in host memory. The executors then run it in arenas of the
+// planned sizes and copy each output block out when its output task runs (its range is
+// reused after it); the simulator times those copies.
+[[nodiscard]] bool memory_planned(const TaskGraph& tg);
+
 // Per device, the peak of the bytes live (a buffer from its first writer to its last
 // use, host buffers excepted) when the tasks run one at a time in plan_memory()'s
 // reference order with no cap: the "uncapped peak" that --memory-cap FRACTION scales.

@@ -43,7 +43,7 @@ struct ArenaLayout {
 template <class T>
 ArenaLayout arena_layout(const TaskGraph& tg) {
   ArenaLayout a;
-  for (const Buffer& b : tg.buffers) a.planned = a.planned || b.host || b.offset_bytes >= 0;
+  a.planned = memory_planned(tg);
   if (!a.planned) return a;
   std::int64_t widen = 1;
   for (const Buffer& b : tg.buffers)

@@ -44,7 +44,7 @@ constexpr int kCompute = static_cast<int>(Lane::compute);
 constexpr int kComm = static_cast<int>(Lane::comm);
 constexpr int kCopy = static_cast<int>(Lane::copy);
 constexpr int kHostIn = 3, kHostOut = 4;  // load, evict
-constexpr std::int8_t kNoLane = -1;  // inputs and outputs: no time, no lane
+constexpr std::int8_t kNoLane = -1;  // inputs and outputs (unless memory-planned): no time, no lane
 
 class Run {
  public:

@@ -10,6 +10,7 @@
 
 #include "core/checked.h"
 #include "core/error.h"
+#include "core/memory_plan.h"
 #include "sim/compute_model.h"
 #include "sim/offload.h"
 #include "sim/run.h"
@@ -78,6 +79,12 @@ void Run::setup() {
   const StaggerLayout stagger{devices_, devices_per_host(m_, devices_)};
   dep_buf.reserve(n * 2);
   read_buf.reserve(n * 2);
+  // In a memory-planned graph both executors copy each output block off its device when
+  // the output task runs (its range is reused after it): a copy to the host, timed as an
+  // evict of the block over the device's host route. The CPU worker makes that copy
+  // itself (also with a copy lane); elsewhere it takes the host link's outgoing
+  // direction. Otherwise outputs are gathered after the run and take no time.
+  const bool planned = memory_planned(tg_);
   for (std::size_t i = 0; i < n; ++i) {
     const Task& t = tg_.tasks[i];
     Info& in = info_[i];
@@ -107,9 +114,10 @@ void Run::setup() {
     in.dev = t.kind == TaskKind::move && single_lane[t.dst_device.index()] ? t.dst_device.value : t.device.value;
     in.writes = t.writes.valid() ? t.writes.value : -1;
     if (t.writes.valid()) ++bufs_[t.writes.index()].writers_left;
+    const bool output_copy = planned && t.kind == TaskKind::output;
     switch (t.kind) {
-      case TaskKind::input:
-      case TaskKind::output: in.lane = kNoLane; break;
+      case TaskKind::input: in.lane = kNoLane; break;
+      case TaskKind::output: in.lane = output_copy ? kCopy : kNoLane; break;
       case TaskKind::collective: fail("task graph: task ", i, " is a collective node mixed with other tasks (not supported yet)");
       case TaskKind::compute: in.lane = kCompute; break;
       case TaskKind::touch: in.lane = kCopy; break;
@@ -127,6 +135,7 @@ void Run::setup() {
                    : single_lane[dev_index] && host_copy && host_copy_lane[dev_index] ? kHostIn
                    : single_lane[dev_index]                                 ? kCompute
                    : host_copy ? (t.kind == TaskKind::load ? kHostIn : kHostOut)
+                   : output_copy ? kHostOut
                                : in.lane;
     if (t.kind == TaskKind::move) {
       const std::int64_t key = static_cast<std::int64_t>(t.device.value) * devices_ + t.dst_device.value;
@@ -167,6 +176,12 @@ void Run::setup() {
       in.amount = t.bytes;
     } else if (t.kind == TaskKind::evict || t.kind == TaskKind::load) {
       in.rank = in.amount = host_copy_ps(m_, t, link_bytes_);
+      if (in.amount >= kMaxSimTime) fail_beyond_clock(i, "its copy");
+    } else if (output_copy) {
+      Task copy = t;
+      copy.kind = TaskKind::evict;
+      copy.bytes = tg_.buffer(t.reads[0]).bytes();
+      in.rank = in.amount = host_copy_ps(m_, copy, link_bytes_);
       if (in.amount >= kMaxSimTime) fail_beyond_clock(i, "its copy");
     } else if (in.lane != kNoLane) {
       const double measured = o_.task_seconds.empty() ? -1.0 : o_.task_seconds[i];

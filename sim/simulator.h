@@ -5,7 +5,9 @@
 // Model, per device:
 //   lanes        compute (one kernel at a time: compute tasks), copy (one at a time:
 //                touches), comm (`comm_channels` moves at a time, charged to the
-//                sending device). Inputs and outputs take no time and no lane. Under a
+//                sending device). Inputs and outputs take no time and no lane, except
+//                that a memory-planned graph's outputs copy their blocks to the host
+//                (sim/offload.h). Under a
 //                network model whose links serve one transfer at a time (alpha-beta), a
 //                ready move whose route has a busy link stays in its lane's ready queue,
 //                holding no channel, and moves behind it whose routes are free go first;

@@ -20,6 +20,7 @@
 
 #include "core/collective_rewrite.h"
 #include "core/error.h"
+#include "core/memory_plan.h"
 #include "core/ready_order.h"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/nvrtc.h"
@@ -740,8 +741,7 @@ class CudaRun {
     // A memory-capped graph (core/memory_plan.h): each device's buffers at the offsets
     // plan_memory() gave them, in a range of the planned size (buffers whose ranges
     // overlap are never live at once); host buffers in page-locked host memory.
-    planned_ = false;
-    for (const Buffer& b : tg_.buffers) planned_ = planned_ || b.host || b.offset_bytes >= 0;
+    planned_ = memory_planned(tg_);
     std::vector<std::int64_t> host_offset(tg_.buffers.size(), -1), host_bytes(static_cast<std::size_t>(n), 0);
     for (int d = 0; d < n; ++d) {
       const int gpu = gpu_of_[static_cast<std::size_t>(d)];
@@ -1133,6 +1133,9 @@ class CudaRun {
     switch (t.kind) {
       case TaskKind::touch: return ctx(t.device).copy;
       case TaskKind::evict: return ctx(t.device).host_out;  // as the simulator runs them (sim/offload.h)
+      // A capped graph's output block leaves the device when its output task runs: a copy
+      // to the host, beside the evicts (the simulator times it so); otherwise nothing runs.
+      case TaskKind::output: return planned_ ? ctx(t.device).host_out : ctx(t.device).compute;
       case TaskKind::load: return ctx(t.device).host_in;
       case TaskKind::move: return ctx(t.device).comm;
       default: return ctx(t.device).compute;

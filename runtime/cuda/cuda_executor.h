@@ -10,7 +10,7 @@
 // of that GPU's memory, but all sharing its SMs, memory bandwidth and copy engines, so a
 // decomposition for 4 devices runs (and is timed) on one GPU without being 4x faster.
 //
-// Per logical device: a compute stream (input, compute and output tasks), a copy stream
+// Per logical device: a compute stream (input, compute and, uncapped, output tasks), a copy stream
 // (touches), two host streams (evicts on host_out, loads on host_in: one per direction of
 // the host link) and a communication stream (moves), the latter created with the priority
 // CudaOptions::comm_priority asks for (cudaStreamCreateWithPriority), and a cuBLAS handle.
@@ -54,7 +54,9 @@
 // compute or touch writes) is filled on its first writer's stream right before it in
 // issue order, not before the clock, since its range holds other buffers before; input
 // blocks that start in host memory are copied into it before the clock; output tasks copy
-// their block to page-locked memory when they run (the range is reused after).
+// their block to page-locked memory when they run (the range is reused after), on the
+// host_out stream beside the evicts, as the simulator times them (since 2026-11-29; on the
+// compute stream when the H200 ran these graphs).
 //
 // Timing: a CUDA event pair around every task, read after the run and turned into the
 // Timeline schema (seconds from an event recorded on each GPU when the clock starts).

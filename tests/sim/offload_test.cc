@@ -173,5 +173,37 @@ TEST(SimOffload, AHostCopyLaneRunsLoadsAndEvictsOneAtATime) {
   EXPECT_NEAR(simulate(tg, m, {}).makespan_s, 2e-3, 1e-9);
 }
 
+// A memory-planned graph (a buffer at a planned offset) copies each output block off its
+// device when the output task runs, as both executors do: an evict's time over the host
+// link (1 MB at 1 GB/s: 1 ms), accounted as copy time. The CPU worker makes the copy
+// itself, after its 2 ms of compute (3 ms), with a copy lane too; a GPU's host link runs it
+// beside the compute (2 ms). Without a plan outputs take no time.
+TEST(SimOffload, AMemoryPlannedGraphCopiesItsOutputsOffTheDevice) {
+  TgBuilder b(1);
+  const BufferId operand = b.input(0, 4);
+  b.compute(0, 2e9, 0, {operand});  // 2 ms at 1 TFLOP/s
+  const BufferId block = b.input(0, kBytes);
+  b.output(block);
+  const TaskId output_id = b.last();
+  TaskGraph tg = b.graph();
+  auto on = [](bool single_lane, bool host_copy_lane) {
+    Machine m = host_link_machine();
+    m.device_types[0].single_lane = single_lane;
+    m.device_types[0].host_copy_lane = host_copy_lane;
+    return m;
+  };
+  EXPECT_NEAR(simulate(tg, on(false, false), {}).makespan_s, 2e-3, 1e-9);  // not planned: the compute alone
+  EXPECT_NEAR(simulate(tg, on(true, false), {}).makespan_s, 2e-3, 1e-9);
+  tg.buffers[block.index()].offset_bytes = 0;  // planned
+  const SimResult gpu = simulate(tg, on(false, false), {});
+  EXPECT_NEAR(gpu.makespan_s, 2e-3, 1e-9);
+  const Span out = span_of(gpu, output_id);
+  EXPECT_NEAR(out.start_s, 0, 1e-12);
+  EXPECT_NEAR(out.end_s, 1e-3, 1e-9);
+  EXPECT_EQ(out.lane, Lane::copy);
+  EXPECT_NEAR(simulate(tg, on(true, false), {}).makespan_s, 3e-3, 1e-9);
+  EXPECT_NEAR(simulate(tg, on(true, true), {}).makespan_s, 3e-3, 1e-9);
+}
+
 }  // namespace
 }  // namespace tessel::sim
