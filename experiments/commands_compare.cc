@@ -165,6 +165,7 @@ void add_compare(CLI::App& app) {
     std::string compute_model = "profiled";
     double profile_seconds = 0.002;
     bool no_cache_model = false;
+    std::string kernel_times = "cold";
     std::string cache_bytes;
     std::uint64_t seed = 1;
     double search_budget_s = 30;
@@ -222,11 +223,17 @@ void add_compare(CLI::App& app) {
                   "with --compute-model profiled: measuring time of each kernel (cpu: each compute task) per round")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->add_flag("--no-cache-model", o->no_cache_model,
-               "with --compute-model profiled: time every compute task hot (its kernel's time in a loop) instead of "
-               "between its hot and cold times by how much of its data the simulated worker's cache still holds");
+  cmd->add_option("--kernel-times", o->kernel_times,
+                  "with --compute-model profiled on the CPU, the profiled time each compute task takes in the "
+                  "simulation: cold (its call right after the worker's cache was overwritten; inside a task graph "
+                  "this CPU's kernels run near it), cached (between hot and cold by how much of its data the "
+                  "simulated worker's cache still holds, --cache-bytes) or hot (its kernel called in a loop); the "
+                  "hot simulation is reported beside the others (GPU kernels: hot)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cold", "cached", "hot"}));
+  cmd->add_flag("--no-cache-model", o->no_cache_model, "deprecated: use --kernel-times hot");
   cmd->add_option("--cache-bytes", o->cache_bytes,
-                  "with the cache model: the bytes each simulated worker's cache holds (4096, 512KiB, 1MiB; "
+                  "the cache model's (--kernel-times cached, which it implies): the bytes each simulated worker's cache holds (4096, 512KiB, 1MiB; "
                   "default: the machine's cache_capacity_bytes, this CPU's per-core cache); the machine's roofline "
                   "keeps its own")
       ->check([](const std::string& value) {
@@ -283,7 +290,16 @@ void add_compare(CLI::App& app) {
     co.calibration_seconds = o->calibration_seconds;
     co.profiled = o->compute_model == "profiled";
     co.profile_seconds = o->profile_seconds;
-    co.cache_model = !o->no_cache_model;
+    co.kernel_times = experiments::parse_kernel_times(o->kernel_times, "--kernel-times");
+    if (o->no_cache_model) {
+      if (cmd->count("--kernel-times") > 0 && co.kernel_times != experiments::KernelTimes::hot)
+        fail("--no-cache-model and --kernel-times ", o->kernel_times,
+             " disagree (--no-cache-model is the deprecated name of --kernel-times hot)");
+      std::fprintf(stderr, "tessel: warning: --no-cache-model is deprecated and will be removed: use --kernel-times hot\n");
+      co.kernel_times = experiments::KernelTimes::hot;
+    } else if (!o->cache_bytes.empty() && cmd->count("--kernel-times") == 0) {
+      co.kernel_times = experiments::KernelTimes::cached;  // the cache model is what --cache-bytes sizes
+    }
     if (!o->cache_bytes.empty()) co.cache_bytes = parse_bytes(o->cache_bytes);
     co.seed = o->seed;
     co.search_budget_s = o->search_budget_s;

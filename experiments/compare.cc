@@ -105,6 +105,22 @@ void summarise(CompareResult& res, const std::vector<CompareRounds>& all) {
   res.pairs = stats::pair_orders(meas_rounds, meas, sims, group);
 }
 
+KernelTimes parse_kernel_times(std::string_view s, std::string_view what) {
+  if (s == "cold") return KernelTimes::cold;
+  if (s == "cached") return KernelTimes::cached;
+  if (s == "hot") return KernelTimes::hot;
+  fail(what, ": unknown kernel times '", s, "' (expected cold, cached or hot)");
+}
+
+std::string_view to_string(KernelTimes k) {
+  switch (k) {
+    case KernelTimes::cold: return "cold";
+    case KernelTimes::cached: return "cached";
+    case KernelTimes::hot: return "hot";
+  }
+  return "?";
+}
+
 CompareResult run_compare(const Graph& g, const std::string& graph_name, const CompareOptions& o, std::FILE* log) {
   const int devices = o.devices;
   if (o.strategies.empty()) fail("--strategy: empty list");
@@ -151,9 +167,9 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
     bool known = calibrated_now;
     if (o.machine)
       for (const DeviceType& t : o.machine->device_types) known = known || t.cache_capacity_bytes > 0;
-    if (!o.profiled || !o.cache_model || o.backend != "cpu" || !known)
-      fail("--cache-bytes: the cache model is off (it needs --compute-model profiled, the cpu backend, no "
-           "--no-cache-model and a machine with a cache_capacity_bytes)");
+    if (!o.profiled || o.kernel_times != KernelTimes::cached || o.backend != "cpu" || !known)
+      fail("--cache-bytes: the cache model is off (it needs --kernel-times cached, --compute-model profiled, the "
+           "cpu backend and a machine with a cache_capacity_bytes)");
   }
   if (o.machine && o.machine->num_devices() != devices)
     fail("machine '", o.machine_name, "' describes ", o.machine->num_devices(), " devices but ", devices,
@@ -282,8 +298,10 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
   bool machine_has_cache = calibrated_now && !cuda;
   if (o.machine)
     for (const DeviceType& t : o.machine->device_types) machine_has_cache = machine_has_cache || t.cache_capacity_bytes > 0;
-  const bool cache_model = profiled && o.cache_model && machine_has_cache && !cuda;  // GPU kernels: hot only
+  const bool cache_model = profiled && o.kernel_times == KernelTimes::cached && machine_has_cache && !cuda;
+  const bool cold_times = profiled && o.kernel_times == KernelTimes::cold && !cuda;  // GPU kernels: hot only
   res.cache_model = cache_model;
+  res.kernel_times = std::string(to_string(cache_model ? KernelTimes::cached : cold_times ? KernelTimes::cold : KernelTimes::hot));
   res.cache_model_bytes = cache_model ? o.cache_bytes : 0;  // the machine's, when 0: filled in below
   // --backend cuda: per strategy and round, each compute task's kernel time on the GPU.
   std::vector<std::vector<runtime::KernelProfile>> cuda_profiles(o.strategies.size());
@@ -303,7 +321,7 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
                  "own buffers with %d workers\n",
                  res.tasks_profiled, plan_rows.size(), devices);
   }
-  const runtime::InPlaceProfileOptions in_place{o.profile_seconds, 0, cache_model};
+  const runtime::InPlaceProfileOptions in_place{o.profile_seconds, 0, cache_model || cold_times};
   for (int round = 0; round < o.repeat; ++round) {
     if (calibrator) calibrator->round();
     for (std::size_t si = 0; si < o.strategies.size(); ++si) {
@@ -401,13 +419,13 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
         for (std::size_t i = 0; i < so.task_seconds.size(); ++i)
           if (so.task_seconds[i] >= 0) so.task_seconds[i] += round_machine.type_of(tg.tasks[i].device).launch_latency_s;
         cr.analytic_s.push_back(rd.sim.makespan_s);
-        if (cache_model) {
-          // The same profile with hot kernel times only, beside the cache model's.
+        if (cache_model || cold_times) {
+          // The same profile with hot kernel times only, beside the cold or cached one.
           cr.hot_s.push_back(sim::simulate(tg, round_machine, so).makespan_s);
-          so.task_seconds_cold = rd.profile.cold_s;
-          for (std::size_t i = 0; i < so.task_seconds_cold.size(); ++i)
-            if (so.task_seconds_cold[i] >= 0)
-              so.task_seconds_cold[i] += round_machine.type_of(tg.tasks[i].device).launch_latency_s;
+          std::vector<double> cold = rd.profile.cold_s;
+          for (std::size_t i = 0; i < cold.size(); ++i)
+            if (cold[i] >= 0) cold[i] += round_machine.type_of(tg.tasks[i].device).launch_latency_s;
+          (cache_model ? so.task_seconds_cold : so.task_seconds) = std::move(cold);
         }
         rd.sim = sim::simulate(tg, round_machine, so);
         so.task_seconds.clear();
@@ -566,6 +584,7 @@ json compare_to_json(const CompareResult& res) {
           {"compute_model", res.profiled ? "profiled" : "analytic"},
           {"kernels_profiled", res.kernels_profiled},
           {"tasks_profiled", res.tasks_profiled},
+          {"kernel_times", res.profiled ? json(res.kernel_times) : json(nullptr)},
           {"cache_model", res.cache_model},
           {"cache_model_bytes", res.cache_model_bytes},
           {"rows", rows},
@@ -594,7 +613,7 @@ void print_compare(const CompareResult& res, std::FILE* out) {
       !profiled      ? "analytic"
       : cache_model ? "profiled kernels (hot and cold, cache model of " +
                           cli::human_bytes(static_cast<double>(res.cache_model_bytes)) + " per worker)"
-                    : "profiled kernels (hot)";
+                    : "profiled kernels (" + res.kernel_times + ")";
   std::fprintf(out,
                "%s on %d devices, backend %s%s, machine %s, network %s, compute %s, median of %d runs "
                "(each after %d warm-up)\n\n",
@@ -636,7 +655,7 @@ void print_compare(const CompareResult& res, std::FILE* out) {
                  "  unmarked: the same CUDA graph run without its per-task timing events, one launch timed whole (median\n"
                  "  of the rounds): what the marks the timeline needs cost\n");
   std::fprintf(out, "\n  MAPE %.1f%%", res.mape_pct);
-  if (profiled && cache_model)
+  if (profiled && res.kernel_times != "hot")
     std::fprintf(out, " (hot kernel times only %.1f%%, analytic %.1f%%)", res.mape_hot_pct, res.mape_analytic_pct);
   else if (profiled)
     std::fprintf(out, " (analytic %.1f%%)", res.mape_analytic_pct);

@@ -14,6 +14,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -27,6 +28,17 @@
 #include "sim/simulator.h"
 
 namespace tessel::experiments {
+
+// Which of a compute task's profiled times (runtime::TaskProfile) the simulation gives it:
+//   cold    its cold time (the call right after its worker wrote twice its per-core cache
+//           of other memory): the default, since inside a task graph the CPU's kernels run
+//           near it even where their data is cached (README, "simulated against measured")
+//   cached  between hot and cold by how much of its data the simulated worker's cache
+//           (an LRU of --cache-bytes) still holds
+//   hot     its hot time (its kernel called again and again)
+enum class KernelTimes { cold, cached, hot };
+[[nodiscard]] KernelTimes parse_kernel_times(std::string_view s, std::string_view what);
+[[nodiscard]] std::string_view to_string(KernelTimes k);
 
 struct CompareOptions {
   int devices = 2;
@@ -46,9 +58,12 @@ struct CompareOptions {
   double calibration_seconds = 0.05;
   bool profiled = true;  // kernels profiled here; false: the analytic roofline only
   double profile_seconds = 0.002;
-  bool cache_model = true;  // with profiled: hot and cold kernel times and the simulated cache
-  // --cache-bytes: the bytes the cache model holds per worker (SimOptions::
-  // cache_capacity_bytes); 0: the machine's cache_capacity_bytes (this CPU's per-core cache).
+  // --kernel-times, with profiled on the CPU: which profiled time a compute task takes in
+  // the simulation (KernelTimes; GPU kernels are timed hot only).
+  KernelTimes kernel_times = KernelTimes::cold;
+  // --cache-bytes (KernelTimes::cached): the bytes the cache model holds per worker
+  // (SimOptions::cache_capacity_bytes); 0: the machine's cache_capacity_bytes (this CPU's
+  // per-core cache).
   std::int64_t cache_bytes = 0;
   std::uint64_t seed = 1;    // the random inputs, and -s search's
   double search_budget_s = 30;  // -s search (on `machine`, which it needs)
@@ -117,6 +132,7 @@ struct CompareResult {
   std::string network;
   int repeat = 0, warmup = 0;
   bool profiled = true, cache_model = true;
+  std::string kernel_times = "cold";   // what the profiled simulation used (hot on a GPU)
   std::int64_t cache_model_bytes = 0;  // the per-worker capacity the cache model used (0: off)
   std::string launch = "graph";  // --backend cuda: how the runs reached the GPU (--launch)
   std::size_t kernels_profiled = 0;  // --backend cuda: distinct kernels timed on the GPU per round

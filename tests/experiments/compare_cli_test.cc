@@ -128,9 +128,10 @@ TEST(CompareCli, WithoutAMachineItCalibratesDuringTheTimedRoundsAndReportsTheCal
   // On the CPU every compute task of the row is timed in place (no GPU kernels).
   EXPECT_GT(j["tasks_profiled"].get<int>(), 0);
   EXPECT_EQ(j["kernels_profiled"], 0);
-  EXPECT_EQ(j["cache_model"], true);
-  // The cache model holds, per worker, the calibrated per-core cache (no --cache-bytes).
-  EXPECT_EQ(j["cache_model_bytes"], j["calibration"]["cache_capacity_bytes"]);
+  // Each compute task takes its cold profiled time (no cache model) ...
+  EXPECT_EQ(j["kernel_times"], "cold");
+  EXPECT_EQ(j["cache_model"], false);
+  EXPECT_EQ(j["cache_model_bytes"], 0);
   // ... and the same profile's hot-only simulation beside it.
   EXPECT_GT(j["rows"][0]["simulated_hot_s"].get<double>(), 0);
   EXPECT_TRUE(std::isfinite(j["rows"][0]["error_hot_pct"].get<double>()));
@@ -161,32 +162,46 @@ TEST(CompareCli, AnalyticComputeModelSkipsProfiling) {
   EXPECT_EQ(j["kernels_profiled"], 0);
   EXPECT_EQ(j["tasks_profiled"], 0);
   EXPECT_EQ(j["cache_model"], false);
+  EXPECT_TRUE(j["kernel_times"].is_null());
   EXPECT_FALSE(j["rows"][0].contains("simulated_analytic_s"));
   EXPECT_EQ(j["mape_analytic_pct"], j["mape_pct"]);
   EXPECT_GE(j["calibration"]["barrier_latency_s"].get<double>(), 0);
-  // Profiled without the cache model: hot kernel times only, and JSON says so.
-  r = run_tessel(
-      "compare -w chain:size=32 -d 2 -s split-largest --policy async --repeat 1 --warmup 0 "
-      "--calibration-seconds 0.002 --no-cache-model --json");
-  ASSERT_EQ(r.status, 0) << r.output();
-  j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j["compute_model"], "profiled");
-  EXPECT_EQ(j["cache_model"], false);
-  EXPECT_FALSE(j["rows"][0].contains("simulated_hot_s"));
-  EXPECT_EQ(j["mape_hot_pct"], j["mape_pct"]);
+  // Profiled with hot kernel times only, and JSON says so; --no-cache-model is its
+  // deprecated name, with a warning.
+  for (const char* hot : {"--kernel-times hot", "--no-cache-model"}) {
+    r = run_tessel(std::string("compare -w chain:size=32 -d 2 -s split-largest --policy async --repeat 1 --warmup 0 "
+                               "--calibration-seconds 0.002 --json ") + hot);
+    ASSERT_EQ(r.status, 0) << r.output();
+    j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["compute_model"], "profiled");
+    EXPECT_EQ(j["kernel_times"], "hot");
+    EXPECT_EQ(j["cache_model"], false);
+    EXPECT_FALSE(j["rows"][0].contains("simulated_hot_s"));
+    EXPECT_EQ(j["mape_hot_pct"], j["mape_pct"]);
+    EXPECT_EQ(r.err.find("deprecated") != std::string::npos, std::string(hot) == "--no-cache-model") << r.err;
+  }
+  r = run_tessel("compare -w chain:size=32 -d 2 --no-cache-model --kernel-times cached");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("--no-cache-model and --kernel-times cached disagree"), std::string::npos) << r.err;
+  r = run_tessel("compare -w chain:size=32 -d 2 --kernel-times lukewarm");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--kernel-times"), std::string::npos) << r.err;
   r = run_tessel("compare -w chain:size=32 -d 2 --compute-model guessed");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("--compute-model"), std::string::npos) << r.err;
 }
 
 // --cache-bytes sets the capacity the cache model gives each simulated worker (the
-// machine's roofline keeps its own); without the cache model it is refused by name.
+// machine's roofline keeps its own) and implies --kernel-times cached; with kernel times
+// that use no cache model it is refused by name. --kernel-times cached alone holds the
+// calibrated per-core cache.
 TEST(CompareCli, CacheBytesSetsTheCacheModelsCapacity) {
   auto r = run_tessel(
       "compare -w chain:size=32 -d 2 -s split-largest --policy async --repeat 1 --warmup 0 "
       "--calibration-seconds 0.002 --cache-bytes 4KiB --json");
   ASSERT_EQ(r.status, 0) << r.output();
   auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["kernel_times"], "cached");
   EXPECT_EQ(j["cache_model"], true);
   EXPECT_EQ(j["cache_model_bytes"], 4096);
   EXPECT_GE(j["rows"][0]["simulated_s"].get<double>(), j["rows"][0]["simulated_hot_s"].get<double>());
@@ -199,7 +214,14 @@ TEST(CompareCli, CacheBytesSetsTheCacheModelsCapacity) {
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("tessel: error: --cache-bytes: '0': expected a whole number"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("--cache-bytes: --cache-bytes"), std::string::npos) << r.err;  // the option named once
-  for (const char* off : {"--no-cache-model", "--compute-model analytic"}) {
+  r = run_tessel(
+      "compare -w chain:size=32 -d 2 -s split-largest --policy async --repeat 1 --warmup 0 "
+      "--calibration-seconds 0.002 --kernel-times cached --json");
+  ASSERT_EQ(r.status, 0) << r.output();
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["cache_model"], true);
+  EXPECT_EQ(j["cache_model_bytes"], j["calibration"]["cache_capacity_bytes"]);
+  for (const char* off : {"--no-cache-model", "--compute-model analytic", "--kernel-times cold", "--kernel-times hot"}) {
     r = run_tessel(std::string("compare -w chain:size=32 -d 2 --repeat 1 --cache-bytes 4096 ") + off);
     EXPECT_EQ(r.status, 1) << off;
     EXPECT_NE(r.err.find("--cache-bytes: the cache model is off"), std::string::npos) << r.err;
