@@ -300,8 +300,7 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
     for (const DeviceType& t : o.machine->device_types) machine_has_cache = machine_has_cache || t.cache_capacity_bytes > 0;
   const bool cache_model = profiled && o.kernel_times == KernelTimes::cached && machine_has_cache && !cuda;
   const bool cold_times = profiled && o.kernel_times == KernelTimes::cold && !cuda;  // GPU kernels: hot only
-  res.cache_model = cache_model;
-  res.kernel_times = std::string(to_string(cache_model ? KernelTimes::cached : cold_times ? KernelTimes::cold : KernelTimes::hot));
+  res.kernel_times = cache_model ? KernelTimes::cached : cold_times ? KernelTimes::cold : KernelTimes::hot;
   res.cache_model_bytes = cache_model ? o.cache_bytes : 0;  // the machine's, when 0: filled in below
   // --backend cuda: per strategy and round, each compute task's kernel time on the GPU.
   std::vector<std::vector<runtime::KernelProfile>> cuda_profiles(o.strategies.size());
@@ -584,8 +583,8 @@ json compare_to_json(const CompareResult& res) {
           {"compute_model", res.profiled ? "profiled" : "analytic"},
           {"kernels_profiled", res.kernels_profiled},
           {"tasks_profiled", res.tasks_profiled},
-          {"kernel_times", res.profiled ? json(res.kernel_times) : json(nullptr)},
-          {"cache_model", res.cache_model},
+          {"kernel_times", res.profiled ? json(to_string(res.kernel_times)) : json(nullptr)},
+          {"cache_model", res.profiled && res.kernel_times == KernelTimes::cached},
           {"cache_model_bytes", res.cache_model_bytes},
           {"rows", rows},
           {"rows_spread_exceeds_error", flagged},
@@ -608,12 +607,12 @@ json compare_to_json(const CompareResult& res) {
 
 void print_compare(const CompareResult& res, std::FILE* out) {
   using cli::human_seconds;
-  const bool profiled = res.profiled, cache_model = res.cache_model;
+  const bool profiled = res.profiled, cache_model = profiled && res.kernel_times == KernelTimes::cached;
   const std::string compute =
       !profiled      ? "analytic"
       : cache_model ? "profiled kernels (hot and cold, cache model of " +
                           cli::human_bytes(static_cast<double>(res.cache_model_bytes)) + " per worker)"
-                    : "profiled kernels (" + res.kernel_times + ")";
+                    : "profiled kernels (" + std::string(to_string(res.kernel_times)) + ")";
   std::fprintf(out,
                "%s on %d devices, backend %s%s, machine %s, network %s, compute %s, median of %d runs "
                "(each after %d warm-up)\n\n",
@@ -655,7 +654,7 @@ void print_compare(const CompareResult& res, std::FILE* out) {
                  "  unmarked: the same CUDA graph run without its per-task timing events, one launch timed whole (median\n"
                  "  of the rounds): what the marks the timeline needs cost\n");
   std::fprintf(out, "\n  MAPE %.1f%%", res.mape_pct);
-  if (profiled && res.kernel_times != "hot")
+  if (profiled && res.kernel_times != KernelTimes::hot)
     std::fprintf(out, " (hot kernel times only %.1f%%, analytic %.1f%%)", res.mape_hot_pct, res.mape_analytic_pct);
   else if (profiled)
     std::fprintf(out, " (analytic %.1f%%)", res.mape_analytic_pct);

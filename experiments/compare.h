@@ -131,8 +131,8 @@ struct CompareResult {
   nlohmann::json calibration;  // null unless calibrated here
   std::string network;
   int repeat = 0, warmup = 0;
-  bool profiled = true, cache_model = true;
-  std::string kernel_times = "cold";   // what the profiled simulation used (hot on a GPU)
+  bool profiled = true;
+  KernelTimes kernel_times = KernelTimes::cold;  // what the profiled simulation used (hot on a GPU)
   std::int64_t cache_model_bytes = 0;  // the per-worker capacity the cache model used (0: off)
   std::string launch = "graph";  // --backend cuda: how the runs reached the GPU (--launch)
   std::size_t kernels_profiled = 0;  // --backend cuda: distinct kernels timed on the GPU per round
