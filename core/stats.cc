@@ -41,6 +41,31 @@ double mean(const std::vector<double>& v) {
   return std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
 }
 
+MedianInterval median_interval(std::vector<double> v, double level) {
+  assert(level > 0 && level < 1);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  if (v.empty()) return {nan, nan, 0};
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  const double dn = static_cast<double>(n);
+  // P(B = i) in logs: C(n, i) / 2^n underflows for the n `--repeat` allows.
+  auto pmf = [&](std::size_t i) {
+    const double di = static_cast<double>(i);
+    return std::exp(std::lgamma(dn + 1) - std::lgamma(di + 1) - std::lgamma(dn - di + 1) - dn * std::log(2.0));
+  };
+  std::size_t j = 1;           // ranks from 1: the j-th smallest is v[j − 1]
+  double below = pmf(0);       // P(B < j)
+  double coverage = 1 - 2 * below;
+  while (j + 1 <= (n + 1) / 2) {  // the next rank still leaves low ≤ high
+    const double next = 1 - 2 * (below + pmf(j));
+    if (next < level) break;
+    below += pmf(j);
+    coverage = next;
+    ++j;
+  }
+  return {v[j - 1], v[n - j], std::max(0.0, coverage)};
+}
+
 Spread spread(const std::vector<double>& v) { return {percentile(v, 10), percentile(v, 90)}; }
 
 double error_pct(double predicted, double actual) { return (predicted - actual) / actual * 100; }

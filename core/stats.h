@@ -1,6 +1,6 @@
 #pragma once
-// Statistics every module shares: one median, percentiles, the mean absolute
-// percentage error, Kendall's tau and the paired-round ranking check of `compare`.
+// Statistics every module shares: one median, percentiles, the median's confidence
+// interval, the mean absolute percentage error, Kendall's tau and the paired-round ranking check of `compare`.
 //
 // Definitions (pinned by tests/core/stats_test.cc):
 // - median: the middle value of the sorted values; for an even count the mean of the
@@ -30,6 +30,19 @@ struct Spread {
   [[nodiscard]] double width() const { return p90 - p10; }
 };
 [[nodiscard]] Spread spread(const std::vector<double>& values);
+
+// A distribution-free confidence interval for the median of what the values were drawn
+// from (independent draws, any distribution): the j-th smallest and the j-th largest value,
+// j the largest rank whose interval covers the median with probability at least `level`,
+// 1 − 2·P(B < j) for B ~ Binomial(n, 1/2) (the sign test's interval). Too few values for the
+// level (n ≤ 5 at 95%) give the whole range with its lower coverage: `coverage` is always
+// the interval's own. Empty input gives NaN bounds and coverage 0.
+struct MedianInterval {
+  double low = 0;
+  double high = 0;
+  double coverage = 0;  // P(low ≤ median ≤ high) before the draws were seen
+};
+[[nodiscard]] MedianInterval median_interval(std::vector<double> values, double level = 0.95);
 
 // (predicted − actual) / actual · 100.
 [[nodiscard]] double error_pct(double predicted, double actual);

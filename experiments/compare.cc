@@ -64,6 +64,7 @@ void summarise(CompareResult& res, const std::vector<CompareRounds>& all) {
     row.measured_s = stats::median(rd.measured_s);
     row.errors_pct = errors_of(rd.simulated_s, rd.measured_s);
     row.error_pct = stats::median(row.errors_pct);
+    row.error_interval_pct = stats::median_interval(row.errors_pct);
     if (!rd.analytic_s.empty()) {
       row.simulated_analytic_s = stats::median(rd.analytic_s);
       row.error_analytic_pct = stats::median(errors_of(rd.analytic_s, rd.measured_s));
@@ -500,6 +501,9 @@ json to_json(const CompareRow& row) {
             {"measured_s", row.measured_s},
             {"measured_unmarked_s", row.measured_unmarked_s ? json(*row.measured_unmarked_s) : json(nullptr)},
             {"error_pct", row.error_pct},
+            {"error_ci_low_pct", row.error_interval_pct.low},
+            {"error_ci_high_pct", row.error_interval_pct.high},
+            {"error_ci_coverage", row.error_interval_pct.coverage},
             {"measured_p10_s", row.measured_spread_s.p10},
             {"measured_p90_s", row.measured_spread_s.p90},
             {"measured_spread_pct", row.measured_spread_pct},
@@ -623,8 +627,8 @@ void print_compare(const CompareResult& res, std::FILE* out) {
                                             : " (copy lane thread)",
                res.machine.c_str(), res.network.c_str(),
                compute.c_str(), res.repeat, res.warmup);
-  std::fprintf(out, "  %-16s %-6s %7s %12s %12s %8s %8s", "strategy", "policy", "tasks", "simulated", "measured", "error",
-               "spread");
+  std::fprintf(out, "  %-16s %-6s %7s %12s %12s %8s %17s %8s", "strategy", "policy", "tasks", "simulated", "measured",
+               "error", "interval", "spread");
   if (profiled) std::fprintf(out, " %12s %8s", "analytic", "error");
   const bool plain = std::any_of(res.rows.begin(), res.rows.end(), [](const CompareRow& r) { return r.measured_unmarked_s.has_value(); });
   if (plain) std::fprintf(out, " %12s", "unmarked");
@@ -632,9 +636,11 @@ void print_compare(const CompareResult& res, std::FILE* out) {
   int flagged = 0;
   for (const CompareRow& r : res.rows) {
     flagged += r.spread_exceeds_error;
-    std::fprintf(out, "  %-16s %-6s %7lld %12s %12s %+7.1f%% %7.1f%%%s", r.rounds.strategy.c_str(),
+    char interval[48];
+    std::snprintf(interval, sizeof interval, "%+.1f..%+.1f%%", r.error_interval_pct.low, r.error_interval_pct.high);
+    std::fprintf(out, "  %-16s %-6s %7lld %12s %12s %+7.1f%% %17s %7.1f%%%s", r.rounds.strategy.c_str(),
                  r.rounds.policy.c_str(), static_cast<long long>(r.rounds.tasks), human_seconds(r.simulated_s).c_str(),
-                 human_seconds(r.measured_s).c_str(), r.error_pct, r.measured_spread_pct,
+                 human_seconds(r.measured_s).c_str(), r.error_pct, interval, r.measured_spread_pct,
                  r.spread_exceeds_error ? "*" : " ");
     if (r.simulated_analytic_s)
       std::fprintf(out, " %12s %+7.1f%%", human_seconds(*r.simulated_analytic_s).c_str(), *r.error_analytic_pct);
@@ -645,6 +651,12 @@ void print_compare(const CompareResult& res, std::FILE* out) {
                "\n  error: the median over the rounds of (simulated - measured) / measured, each round simulated with the\n"
                "  calibration%s measured in that round only (the medians shown need not give the same ratio)\n",
                profiled ? " and kernel profile" : "");
+  const double coverage = res.rows.empty() ? 0 : res.rows.front().error_interval_pct.coverage;
+  std::fprintf(out,
+               "  interval: where that median lies, distribution-free (two ranks of the rounds' errors, covering it\n"
+               "  with probability %.1f%% for %d rounds%s; JSON error_ci_low_pct, error_ci_high_pct, error_ci_coverage)\n",
+               100 * coverage, res.repeat,
+               coverage < 0.95 ? "; 95% needs 6 rounds or more: --repeat" : "; more rounds narrow it: --repeat");
   std::fprintf(out,
                "  spread: p10 to p90 of the measured rounds, in %% of their median; * marks the %d row%s whose spread is\n"
                "  wider than the error (there the machine's drift, not the model, decides the error)\n",

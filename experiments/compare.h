@@ -106,6 +106,9 @@ struct CompareRow {
   std::optional<double> measured_unmarked_s;  // median of rounds.unmarked_s, where measured
   std::vector<double> errors_pct;  // per round, (simulated − measured) / measured
   double error_pct = 0;            // their median
+  // Where that median lies, distribution-free (stats::median_interval, 95% where the
+  // rounds allow it: 6 rounds or more): the rounds' errors at two ranks.
+  stats::MedianInterval error_interval_pct;
   std::optional<double> simulated_analytic_s, error_analytic_pct;
   std::optional<double> simulated_hot_s, error_hot_pct;
   stats::Spread measured_spread_s;  // p10 and p90 of the measured rounds

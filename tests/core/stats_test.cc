@@ -1,6 +1,8 @@
 #include "core/stats.h"
 
 #include <cmath>
+#include <cstdint>
+#include <random>
 
 #include <gtest/gtest.h>
 
@@ -42,6 +44,88 @@ TEST(Stats, MedianIndexPicksAnElementThatOccurred) {
   EXPECT_EQ(median_index({30, 10, 20}), 2u);
   EXPECT_EQ(median_index({40, 10, 30, 20}), 2u);  // upper middle: 30
   EXPECT_EQ(median_index({5, 5, 5}), 1u);         // ties keep their order
+}
+
+// The sign test's interval in closed form: j-th smallest to j-th largest, coverage
+// 1 − 2·sum_{i<j} C(n, i) / 2^n, counted here in integers.
+double exact_coverage(int n, int j) {
+  std::int64_t below = 0, c = 1;  // C(n, i)
+  for (int i = 0; i < j; ++i) {
+    below += c;
+    c = c * (n - i) / (i + 1);
+  }
+  return 1 - 2 * static_cast<double>(below) / static_cast<double>(std::int64_t{1} << n);
+}
+
+std::vector<double> shuffled_ranks(int n) {  // 0 .. n − 1, in a fixed scrambled order
+  std::vector<double> v;
+  for (int i = 0; i < n; ++i) v.push_back((i * 17) % n);
+  return v;
+}
+
+TEST(Stats, MedianIntervalTakesTheWidestRanksThatStillReachTheLevel) {
+  struct Case {
+    int n, j;  // j: the rank the 95% interval must use
+  };
+  for (Case c : {Case{7, 1}, Case{9, 2}, Case{15, 4}, Case{31, 10}}) {
+    SCOPED_TRACE(c.n);
+    const MedianInterval m = median_interval(shuffled_ranks(c.n));
+    EXPECT_EQ(m.low, c.j - 1);
+    EXPECT_EQ(m.high, c.n - c.j);
+    EXPECT_NEAR(m.coverage, exact_coverage(c.n, c.j), 1e-12);
+    EXPECT_GE(m.coverage, 0.95);
+    EXPECT_LT(exact_coverage(c.n, c.j + 1), 0.95);  // one rank further in would miss the level
+  }
+  // Five values cannot reach 95%: the whole range, with the coverage it has.
+  const MedianInterval five = median_interval({3, 1, 4, 1.5, 9});
+  EXPECT_EQ(five.low, 1);
+  EXPECT_EQ(five.high, 9);
+  EXPECT_NEAR(five.coverage, 1 - 2.0 / 32, 1e-12);
+  // A lower level narrows it: 31 values at 80% use rank 12 (coverage 1 − 2·P(B < 12)).
+  const MedianInterval m80 = median_interval(shuffled_ranks(31), 0.8);
+  EXPECT_EQ(m80.low, 11);
+  EXPECT_EQ(m80.high, 19);
+  EXPECT_NEAR(m80.coverage, exact_coverage(31, 12), 1e-12);
+}
+
+TEST(Stats, MedianIntervalOfFewValuesCoversLittle) {
+  const MedianInterval none = median_interval({});
+  EXPECT_TRUE(std::isnan(none.low) && std::isnan(none.high));
+  EXPECT_EQ(none.coverage, 0);
+  const MedianInterval one = median_interval({2.5});
+  EXPECT_EQ(one.low, 2.5);
+  EXPECT_EQ(one.high, 2.5);
+  EXPECT_EQ(one.coverage, 0);  // a single draw lands on the median with probability 0
+  EXPECT_NEAR(median_interval({4, 2}).coverage, 0.5, 1e-12);
+}
+
+TEST(Stats, MedianIntervalCoversTheMedianAsOftenAsItSays) {
+  // Draws from a skewed distribution whose median is known (exponential: ln 2).
+  std::mt19937_64 rng(7);
+  std::exponential_distribution<double> draw(1.0);
+  const int trials = 4000;
+  int covered = 0;
+  double coverage = 0;
+  for (int t = 0; t < trials; ++t) {
+    std::vector<double> v(15);
+    for (double& x : v) x = draw(rng);
+    const MedianInterval m = median_interval(v);
+    coverage = m.coverage;
+    covered += m.low <= std::log(2.0) && std::log(2.0) <= m.high;
+  }
+  // 0.965 claimed; the binomial standard error over 4000 trials is 0.003.
+  EXPECT_NEAR(static_cast<double>(covered) / trials, coverage, 0.015);
+}
+
+TEST(Stats, MedianIntervalStaysFiniteForTenThousandValues) {
+  std::vector<double> v;
+  for (int i = 0; i < 10000; ++i) v.push_back(i);
+  const MedianInterval m = median_interval(v);
+  // Normal approximation: ranks n/2 ± 1.96·sqrt(n)/2 ≈ 5000 ± 98.
+  EXPECT_NEAR(m.low, 4901, 3);
+  EXPECT_NEAR(m.high, 9999 - m.low, 0);
+  EXPECT_GE(m.coverage, 0.95);
+  EXPECT_LT(m.coverage, 0.96);
 }
 
 TEST(Stats, MapeIsTheMeanOfAbsolutePercentageErrors) {

@@ -1,6 +1,7 @@
 // `tessel calibrate` and `tessel compare` end to end.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include <nlohmann/json.hpp>
@@ -142,6 +143,10 @@ TEST(CompareCli, WithoutAMachineItCalibratesDuringTheTimedRoundsAndReportsTheCal
   ASSERT_EQ(j["rows"][0]["round_errors_pct"].size(), 2u);
   const double a = j["rows"][0]["round_errors_pct"][0], b = j["rows"][0]["round_errors_pct"][1];
   EXPECT_NEAR(j["rows"][0]["error_pct"].get<double>(), (a + b) / 2, 1e-9);
+  // Two rounds: where the median lies is between them, with probability 1/2.
+  EXPECT_DOUBLE_EQ(j["rows"][0]["error_ci_low_pct"].get<double>(), std::min(a, b));
+  EXPECT_DOUBLE_EQ(j["rows"][0]["error_ci_high_pct"].get<double>(), std::max(a, b));
+  EXPECT_NEAR(j["rows"][0]["error_ci_coverage"].get<double>(), 0.5, 1e-12);
   // Each row's spread of measured rounds beside its error, and the flag that compares them.
   const auto& row = j["rows"][0];
   EXPECT_LE(row["measured_p10_s"].get<double>(), row["measured_p90_s"].get<double>());

@@ -33,6 +33,27 @@ TEST(CompareSummary, RowErrorIsTheMedianOfPairedRoundErrors) {
   EXPECT_NEAR(res.mape_pct, 5, 1e-9);
 }
 
+TEST(CompareSummary, EachRowSaysWhereItsMedianErrorLies) {
+  CompareResult res;
+  // Seven rounds with errors -30, -3, -2, 0, +1, +4, +40%: the median is 0; 95% from seven
+  // rounds needs the whole range (coverage 1 − 2/128); nine rounds drop one at each end.
+  std::vector<double> sim7 = {0.7, 0.97, 0.98, 1.0, 1.01, 1.04, 1.4};
+  std::vector<double> sim9 = {0.5, 0.7, 0.97, 0.98, 1.0, 1.01, 1.04, 1.4, 2.0};
+  summarise(res, {rounds_of("a", "async", sim7, std::vector<double>(7, 1.0)),
+                  rounds_of("b", "async", sim9, std::vector<double>(9, 1.0))});
+  EXPECT_NEAR(res.rows[0].error_pct, 0, 1e-9);
+  EXPECT_NEAR(res.rows[0].error_interval_pct.low, -30, 1e-9);
+  EXPECT_NEAR(res.rows[0].error_interval_pct.high, 40, 1e-9);
+  EXPECT_NEAR(res.rows[0].error_interval_pct.coverage, 1 - 2.0 / 128, 1e-12);
+  EXPECT_NEAR(res.rows[1].error_interval_pct.low, -30, 1e-9);
+  EXPECT_NEAR(res.rows[1].error_interval_pct.high, 40, 1e-9);
+  EXPECT_NEAR(res.rows[1].error_interval_pct.coverage, 1 - 2.0 * 10 / 512, 1e-12);
+  auto j = compare_to_json(res);
+  EXPECT_NEAR(j["rows"][1]["error_ci_low_pct"].get<double>(), -30, 1e-9);
+  EXPECT_NEAR(j["rows"][1]["error_ci_high_pct"].get<double>(), 40, 1e-9);
+  EXPECT_NEAR(j["rows"][1]["error_ci_coverage"].get<double>(), 1 - 2.0 * 10 / 512, 1e-12);
+}
+
 TEST(CompareSummary, SpreadOfMeasuredRoundsIsP10ToP90AndFlagsRowsWiderThanTheirError) {
   CompareResult res;
   // measured 1..5: p10 1.4, p90 4.6, median 3 -> spread 3.2 / 3 = 106.7%, error 0: flagged
