@@ -1,9 +1,11 @@
 #include "core/tensor.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cstdint>
 #include <cstring>
 #include <cmath>
+#include <limits>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -51,8 +53,25 @@ void Tensor::round_to_storage() {
       v = static_cast<double>(r);
     }
   } else if (dtype == DType::f16) {
-    for (double& v : data) v = static_cast<double>(static_cast<float>(static_cast<_Float16>(static_cast<float>(v))));
+    for (double& v : data) v = static_cast<double>(round_to_f16(static_cast<float>(v)));
   }
+}
+
+float round_to_f16(float f) {
+  // In arithmetic rather than through _Float16, which not every compiler offers on
+  // every target (clang 14 on x86 has none). binary16: 11 significant bits, exponents
+  // down to -14, subnormals in steps of 2^-24, largest finite 65504.
+  if (!std::isfinite(f) || f == 0.0f) return f;
+  int p = 0;
+  std::frexp(static_cast<double>(f), &p);               // |f| = m * 2^p, m in [0.5, 1)
+  const int q = std::max(p - 1 - 10, -24);               // exponent of the last kept bit
+  const double scaled = std::ldexp(static_cast<double>(f), -q);  // exact: a power-of-two scale
+  double r = std::floor(scaled);
+  const double rest = scaled - r;                          // exact: scaled has <= 24 significant bits
+  if (rest > 0.5 || (rest == 0.5 && std::fmod(r, 2.0) != 0.0)) r += 1.0;  // nearest, ties to even
+  const double out = std::ldexp(r, q);
+  if (std::fabs(out) > 65504.0) return std::copysign(std::numeric_limits<float>::infinity(), f);
+  return static_cast<float>(out);
 }
 
 Tensor random_tensor(const Shape& shape, DType dtype, std::uint64_t seed) {

@@ -30,6 +30,10 @@ struct Tensor {
   void round_to_storage();
 };
 
+// The binary16 value nearest to f (ties to even; beyond 65504 rounds to infinity),
+// as a float. NaN, infinities and zeros pass through.
+[[nodiscard]] float round_to_f16(float f);
+
 // Uniform values in [-1, 1), reproducible from the seed.
 [[nodiscard]] Tensor random_tensor(const Shape& shape, DType dtype, std::uint64_t seed);
 
