@@ -227,10 +227,13 @@ void add_compare(CLI::App& app) {
                   "with --compute-model profiled on the CPU, the profiled time each compute task takes in the "
                   "simulation: cold (its call right after the worker's cache was overwritten; inside a task graph "
                   "this CPU's kernels run near it), cached (between hot and cold by how much of its data the "
-                  "simulated worker's cache still holds, --cache-bytes) or hot (its kernel called in a loop); the "
+                  "simulated worker's cache still holds, --cache-bytes), hot (its kernel called in a loop) or "
+                  "retained (between cold and its call with its operands flushed to DRAM, by how much of a buffer "
+                  "the last-level cache kept in that round's calibration: for a host whose other tenants share that "
+                  "cache; needs compare's own calibration, not -m; the cold simulation is reported beside it); the "
                   "hot simulation is reported beside the others (GPU kernels: hot)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"cold", "cached", "hot"}));
+      ->check(CLI::IsMember({"cold", "cached", "hot", "retained"}));
   cmd->add_flag("--no-cache-model", o->no_cache_model, "deprecated: use --kernel-times hot");
   cmd->add_option("--cache-bytes", o->cache_bytes,
                   "the cache model's (--kernel-times cached, which it implies): the bytes each simulated worker's cache holds (4096, 512KiB, 1MiB; "

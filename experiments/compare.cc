@@ -55,7 +55,7 @@ void summarise(CompareResult& res, const std::vector<CompareRounds>& all) {
   std::vector<std::vector<double>> meas_rounds;
   std::vector<int> group;
   std::vector<std::string> policy_order;
-  std::vector<double> errs, errs_analytic, errs_hot;
+  std::vector<double> errs, errs_analytic, errs_hot, errs_cold;
   res.correct = true;
   for (const CompareRounds& rd : all) {
     CompareRow row;
@@ -72,6 +72,11 @@ void summarise(CompareResult& res, const std::vector<CompareRounds>& all) {
     if (!rd.hot_s.empty()) {
       row.simulated_hot_s = stats::median(rd.hot_s);
       row.error_hot_pct = stats::median(errors_of(rd.hot_s, rd.measured_s));
+    }
+    if (!rd.cold_s.empty()) {
+      row.simulated_cold_s = stats::median(rd.cold_s);
+      row.error_cold_pct = stats::median(errors_of(rd.cold_s, rd.measured_s));
+      errs_cold.push_back(*row.error_cold_pct);
     }
     if (!rd.unmarked_s.empty()) row.measured_unmarked_s = stats::median(rd.unmarked_s);
     row.measured_spread_s = stats::spread(rd.measured_s);
@@ -92,6 +97,8 @@ void summarise(CompareResult& res, const std::vector<CompareRounds>& all) {
   res.mape_pct = stats::mape_pct(errs);
   res.mape_analytic_pct = stats::mape_pct(errs_analytic);
   res.mape_hot_pct = stats::mape_pct(errs_hot);
+  res.mape_cold_pct.reset();
+  if (!errs_cold.empty() && errs_cold.size() == errs.size()) res.mape_cold_pct = stats::mape_pct(errs_cold);
   res.kendall_tau = stats::kendall_tau(sims, meas);
   res.kendall_tau_by_policy.clear();
   for (std::size_t p = 0; p < policy_order.size(); ++p) {
@@ -110,7 +117,8 @@ KernelTimes parse_kernel_times(std::string_view s, std::string_view what) {
   if (s == "cold") return KernelTimes::cold;
   if (s == "cached") return KernelTimes::cached;
   if (s == "hot") return KernelTimes::hot;
-  fail(what, ": unknown kernel times '", s, "' (expected cold, cached or hot)");
+  if (s == "retained") return KernelTimes::retained;
+  fail(what, ": unknown kernel times '", s, "' (expected cold, cached, hot or retained)");
 }
 
 std::string_view to_string(KernelTimes k) {
@@ -118,8 +126,15 @@ std::string_view to_string(KernelTimes k) {
     case KernelTimes::cold: return "cold";
     case KernelTimes::cached: return "cached";
     case KernelTimes::hot: return "hot";
+    case KernelTimes::retained: return "retained";
   }
   return "?";
+}
+
+double retained_kernel_seconds(double cold_s, double dram_s, double retained_fraction) {
+  if (dram_s < 0) return cold_s;
+  const double r = std::clamp(retained_fraction, 0.0, 1.0);
+  return r * cold_s + (1 - r) * dram_s;
 }
 
 CompareResult run_compare(const Graph& g, const std::string& graph_name, const CompareOptions& o, std::FILE* log) {
@@ -301,7 +316,15 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
     for (const DeviceType& t : o.machine->device_types) machine_has_cache = machine_has_cache || t.cache_capacity_bytes > 0;
   const bool cache_model = profiled && o.kernel_times == KernelTimes::cached && machine_has_cache && !cuda;
   const bool cold_times = profiled && o.kernel_times == KernelTimes::cold && !cuda;  // GPU kernels: hot only
-  res.kernel_times = cache_model ? KernelTimes::cached : cold_times ? KernelTimes::cold : KernelTimes::hot;
+  const bool retained = profiled && o.kernel_times == KernelTimes::retained && !cuda;
+  if (retained && !calibrator)
+    fail("--kernel-times retained weighs each task's cold and DRAM times by the last-level cache retention that "
+         "compare's own calibration measures each round: not with -m ", o.machine_name.empty() ? "MACHINE" : o.machine_name,
+         " (leave -m out, or use --kernel-times cold)");
+  res.kernel_times = cache_model  ? KernelTimes::cached
+                     : cold_times ? KernelTimes::cold
+                     : retained   ? KernelTimes::retained
+                                  : KernelTimes::hot;
   res.cache_model_bytes = cache_model ? o.cache_bytes : 0;  // the machine's, when 0: filled in below
   // --backend cuda: per strategy and round, each compute task's kernel time on the GPU.
   std::vector<std::vector<runtime::KernelProfile>> cuda_profiles(o.strategies.size());
@@ -321,7 +344,7 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
                  "own buffers with %d workers\n",
                  res.tasks_profiled, plan_rows.size(), devices);
   }
-  const runtime::InPlaceProfileOptions in_place{o.profile_seconds, 0, cache_model || cold_times};
+  const runtime::InPlaceProfileOptions in_place{o.profile_seconds, 0, cache_model || cold_times || retained, retained};
   for (int round = 0; round < o.repeat; ++round) {
     if (calibrator) calibrator->round();
     for (std::size_t si = 0; si < o.strategies.size(); ++si) {
@@ -369,9 +392,13 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
       std::fprintf(stderr,
                    "tessel: warning: the last-level cache kept %.0f%% of a buffer while the workers idled %.0f ms "
                    "(calibration, median of the rounds): other work on this host shares it, so buffers a run placed "
-                   "milliseconds earlier are partly read from DRAM; no kernel profile sees that, and measured times "
-                   "(memory-bound tasks most: loads, touches) are likely to run above the simulation\n",
-                   100 * c.outer_cache_retained_fraction, 1e3 * c.outer_cache_retention_idle_s);
+                   "milliseconds earlier are partly read from DRAM; %s\n",
+                   100 * c.outer_cache_retained_fraction, 1e3 * c.outer_cache_retention_idle_s,
+                   retained ? "--kernel-times retained weighs compute tasks by each round's retention (one fraction "
+                              "for every buffer, whatever its age; copies keep their rates, calibrated through the cache)"
+                            : "the cold kernel profile does not see that, and measured times (memory-bound tasks most: "
+                              "loads, touches) are likely to run above the simulation (--kernel-times retained "
+                              "weighs tasks by it)");
   }
   // The machine each round is simulated on: that round's calibration, or the given one.
   std::vector<Machine> round_machines;
@@ -384,6 +411,9 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
     for (DeviceType& t : round_machines.back().device_types)
       if (t.single_lane) t.host_copy_lane = copy_lane == runtime::CopyLane::thread;
   }
+  if (retained)
+    for (int r = 0; r < o.repeat; ++r)
+      res.retained_fractions.push_back(calibrator->round_result(r).outer_cache_retained_fraction);
   if (cache_model && res.cache_model_bytes == 0)
     res.cache_model_bytes = round_machines.front().device_types.front().cache_capacity_bytes;
   {  // every round's machine has the same interference settings: the options', or the machine's own
@@ -419,12 +449,22 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
         for (std::size_t i = 0; i < so.task_seconds.size(); ++i)
           if (so.task_seconds[i] >= 0) so.task_seconds[i] += round_machine.type_of(tg.tasks[i].device).launch_latency_s;
         cr.analytic_s.push_back(rd.sim.makespan_s);
-        if (cache_model || cold_times) {
-          // The same profile with hot kernel times only, beside the cold or cached one.
+        if (cache_model || cold_times || retained) {
+          // The same profile with hot kernel times only, beside the cold, cached or retained one.
           cr.hot_s.push_back(sim::simulate(tg, round_machine, so).makespan_s);
           std::vector<double> cold = rd.profile.cold_s;
           for (std::size_t i = 0; i < cold.size(); ++i)
             if (cold[i] >= 0) cold[i] += round_machine.type_of(tg.tasks[i].device).launch_latency_s;
+          if (retained) {
+            // Cold only beside it; then each task r of the way from its DRAM time to its cold time.
+            so.task_seconds = cold;
+            cr.cold_s.push_back(sim::simulate(tg, round_machine, so).makespan_s);
+            const double rf = res.retained_fractions[static_cast<std::size_t>(r)];
+            const std::vector<double>& dram = rd.profile.dram_s;
+            for (std::size_t i = 0; i < cold.size(); ++i)
+              if (cold[i] >= 0 && i < dram.size() && dram[i] >= 0)
+                cold[i] = retained_kernel_seconds(cold[i], dram[i] + round_machine.type_of(tg.tasks[i].device).launch_latency_s, rf);
+          }
           (cache_model ? so.task_seconds_cold : so.task_seconds) = std::move(cold);
         }
         rd.sim = sim::simulate(tg, round_machine, so);
@@ -521,6 +561,10 @@ json to_json(const CompareRow& row) {
     r["simulated_hot_s"] = *row.simulated_hot_s;
     r["error_hot_pct"] = *row.error_hot_pct;
   }
+  if (row.simulated_cold_s) {
+    r["simulated_cold_s"] = *row.simulated_cold_s;
+    r["error_cold_pct"] = *row.error_cold_pct;
+  }
   return r;
 }
 
@@ -595,6 +639,9 @@ json compare_to_json(const CompareResult& res) {
           {"mape_pct", res.mape_pct},
           {"mape_analytic_pct", res.mape_analytic_pct},
           {"mape_hot_pct", res.mape_hot_pct},
+          {"mape_cold_pct", res.mape_cold_pct ? json(*res.mape_cold_pct) : json(nullptr)},
+          {"retained_fraction_by_round", res.kernel_times == KernelTimes::retained ? json(res.retained_fractions)
+                                                                                   : json(nullptr)},
           {"kendall_tau", res.kendall_tau},
           {"kendall_tau_by_policy", by_policy},
           {"ranking", ranking_check},
@@ -616,7 +663,10 @@ void print_compare(const CompareResult& res, std::FILE* out) {
       !profiled      ? "analytic"
       : cache_model ? "profiled kernels (hot and cold, cache model of " +
                           cli::human_bytes(static_cast<double>(res.cache_model_bytes)) + " per worker)"
-                    : "profiled kernels (" + std::string(to_string(res.kernel_times)) + ")";
+      : res.kernel_times == KernelTimes::retained
+          ? "profiled kernels (retained: cold to DRAM by each round's last-level cache retention, median " +
+                std::to_string(static_cast<int>(std::lround(100 * stats::median(res.retained_fractions)))) + "%)"
+          : "profiled kernels (" + std::string(to_string(res.kernel_times)) + ")";
   std::fprintf(out,
                "%s on %d devices, backend %s%s, machine %s, network %s, compute %s, median of %d runs "
                "(each after %d warm-up)\n\n",
@@ -666,7 +716,10 @@ void print_compare(const CompareResult& res, std::FILE* out) {
                  "  unmarked: the same CUDA graph run without its per-task timing events, one launch timed whole (median\n"
                  "  of the rounds): what the marks the timeline needs cost\n");
   std::fprintf(out, "\n  MAPE %.1f%%", res.mape_pct);
-  if (profiled && res.kernel_times != KernelTimes::hot)
+  if (profiled && res.mape_cold_pct)
+    std::fprintf(out, " (cold kernel times only %.1f%%, hot only %.1f%%, analytic %.1f%%)", *res.mape_cold_pct,
+                 res.mape_hot_pct, res.mape_analytic_pct);
+  else if (profiled && res.kernel_times != KernelTimes::hot)
     std::fprintf(out, " (hot kernel times only %.1f%%, analytic %.1f%%)", res.mape_hot_pct, res.mape_analytic_pct);
   else if (profiled)
     std::fprintf(out, " (analytic %.1f%%)", res.mape_analytic_pct);

@@ -36,9 +36,20 @@ namespace tessel::experiments {
 //   cached  between hot and cold by how much of its data the simulated worker's cache
 //           (an LRU of --cache-bytes) still holds
 //   hot     its hot time (its kernel called again and again)
-enum class KernelTimes { cold, cached, hot };
+//   retained  between its cold time and its time from DRAM (the call after its operands
+//           were flushed from every cache level) by how much of a buffer the host's
+//           last-level cache kept in that round's calibration (its retention probe, r):
+//           r·cold + (1 − r)·dram. On a host whose other tenants take the last-level cache
+//           a graph's data is partly read from DRAM, which the cold call does not see.
+//           Copies (loads, moves, touches) keep the rates calibrated through that cache:
+//           weighing them too over-predicted the capped LLaMA block's loads 1.6-2.3x.
+//           Needs compare's own calibration (not with -m)
+enum class KernelTimes { cold, cached, hot, retained };
 [[nodiscard]] KernelTimes parse_kernel_times(std::string_view s, std::string_view what);
 [[nodiscard]] std::string_view to_string(KernelTimes k);
+// KernelTimes::retained's time of one task: retained_fraction (clamped to [0, 1]) of the
+// way from dram_s back to cold_s; a task without a DRAM time (dram_s < 0) keeps cold_s.
+[[nodiscard]] double retained_kernel_seconds(double cold_s, double dram_s, double retained_fraction);
 
 struct CompareOptions {
   int devices = 2;
@@ -94,6 +105,7 @@ struct CompareRounds {
   std::vector<double> measured_s;
   std::vector<double> analytic_s;  // with profiled: the analytic simulation of the same round
   std::vector<double> hot_s;       // with the cache model: hot kernel times only
+  std::vector<double> cold_s;      // with retained kernel times: cold kernel times only
   std::vector<double> unmarked_s;     // --backend cuda, --launch graph: each timed run without per-task marks
   bool correct = true;
   double max_normwise_error = 0;
@@ -111,6 +123,7 @@ struct CompareRow {
   stats::MedianInterval error_interval_pct;
   std::optional<double> simulated_analytic_s, error_analytic_pct;
   std::optional<double> simulated_hot_s, error_hot_pct;
+  std::optional<double> simulated_cold_s, error_cold_pct;
   stats::Spread measured_spread_s;  // p10 and p90 of the measured rounds
   double measured_spread_pct = 0;   // (p90 − p10) / median measured
   // The machine's own drift between rounds is wider than the model's error: the error
@@ -142,6 +155,9 @@ struct CompareResult {
   std::size_t tasks_profiled = 0;    // cpu: compute tasks timed in place per round, over every row
   std::vector<CompareRow> rows;
   double mape_pct = 0, mape_analytic_pct = 0, mape_hot_pct = 0;
+  std::optional<double> mape_cold_pct;  // with retained kernel times
+  // With retained kernel times: each round's r, the calibration's retention probe.
+  std::vector<double> retained_fractions;
   double kendall_tau = 0;
   std::map<std::string, double> kendall_tau_by_policy;
   std::vector<stats::PairOrder> pairs;  // row indices, same policy

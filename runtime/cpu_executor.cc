@@ -277,6 +277,9 @@ class Run {
     TaskProfile& out = *profile_out_;
     out.hot_s.assign(tg_.tasks.size(), -1.0);
     out.cold_s.assign(tg_.tasks.size(), -1.0);
+    const bool dram = profile_->cold && profile_->dram;
+    out.dram_s.assign(dram ? tg_.tasks.size() : 0, -1.0);
+    out.dram_flushed = dram && can_flush_caches();
     out.tasks = 0;
     // Buffers freed after their last reader during the run (a graph too large to
     // preallocate) are allocated again for the round that times their task, and freed
@@ -314,7 +317,7 @@ class Run {
         }
       };
       const std::vector<double> hot = per_call_seconds_each(devices, profile_->seconds_per_task, setup, body);
-      std::vector<double> cold = hot;
+      std::vector<double> cold = hot, from_dram;
       if (profile_->cold) {
         // As many cold calls on every worker, sized by the workers that have a task this round.
         std::vector<double> busy;
@@ -324,6 +327,23 @@ class Run {
         auto before = [&](int w) { evict[static_cast<std::size_t>(w)].push(); };
         cold = per_call_seconds_after_each(devices, profile_->seconds_per_task / 2, stats::median(busy), cold_setup,
                                            before, body);
+        if (dram) {
+          // The same calls with the task's operands then flushed from every cache level.
+          auto flush = [&](BufferId b) {
+            const BufferStore<T>& s = storage_[b.index()];
+            (void)flush_from_caches(s.data(), s.size() * sizeof(T));
+          };
+          auto before_dram = [&](int w) {
+            evict[static_cast<std::size_t>(w)].push();
+            const std::int32_t i = task_of(w);
+            if (i < 0) return;
+            const Task& t = tg_.tasks[static_cast<std::size_t>(i)];
+            for (BufferId b : t.reads) flush(b);
+            if (t.writes.valid()) flush(t.writes);
+          };
+          from_dram = per_call_seconds_after_each(devices, profile_->seconds_per_task / 2, stats::median(cold),
+                                                  cold_setup, before_dram, body);
+        }
       }
       for (int w = 0; w < devices; ++w) {
         const auto& m = mine[static_cast<std::size_t>(w)];
@@ -331,6 +351,7 @@ class Run {
         const auto i = static_cast<std::size_t>(m[k]);
         out.hot_s[i] = hot[static_cast<std::size_t>(w)];
         out.cold_s[i] = std::max(hot[static_cast<std::size_t>(w)], cold[static_cast<std::size_t>(w)]);
+        if (dram) out.dram_s[i] = std::max(out.cold_s[i], from_dram[static_cast<std::size_t>(w)]);
         ++out.tasks;
       }
       for (BufferId b : allocated) storage_[b.index()].release();

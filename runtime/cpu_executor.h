@@ -147,9 +147,13 @@ struct CpuWorkspaces;
 // elsewhere; and in a graph too large to preallocate (buffers freed after their last
 // reader during the run), each task's buffers, allocated again for its turn and freed
 // after it.
-// A task is timed hot (called again and again: its data in the core's caches) and cold
+// A task is timed hot (called again and again: its data in the core's caches), cold
 // (each call right after the worker wrote `evict_bytes` of other memory: its data pushed
-// out of the per-core cache, as other tasks' data pushes it out in a graph).
+// out of the per-core cache, as other tasks' data pushes it out in a graph) and, with
+// `dram`, from DRAM (each call after that and after every buffer it reads and the one it
+// writes were flushed from every cache level, flush_from_caches(): as it runs where
+// other work on the host took the last-level cache; where the CPU cannot flush, dram_s
+// repeats cold_s and TaskProfile::dram_flushed says so).
 // Re-running a task overwrites its output buffer, after the outputs were copied out; in a
 // memory-capped graph a task's inputs may by then hold other buffers' data, which a
 // kernel's time does not depend on (subnormals, the one data-dependent cost, are flushed:
@@ -158,10 +162,13 @@ struct InPlaceProfileOptions {
   double seconds_per_task = 0.002;  // hot calls per task (at least); cold calls: half
   std::int64_t evict_bytes = 0;     // written before each cold call; 0: twice the per-core cache; else >= 4
   bool cold = true;                 // false: cold_s repeats hot_s
+  bool dram = false;                // true (with cold): also dram_s; false: dram_s stays empty
 };
 struct TaskProfile {
   std::vector<double> hot_s;   // per task: a compute task's seconds per call, -1 for other tasks
   std::vector<double> cold_s;  // the same, cold; never below hot_s (timing noise can say otherwise)
+  std::vector<double> dram_s;  // with InPlaceProfileOptions::dram: from DRAM; never below cold_s
+  bool dram_flushed = false;   // dram_s was timed with the operands flushed (false: repeats cold_s)
   std::int64_t tasks = 0;      // compute tasks timed
 };
 struct ProfiledRun {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <emmintrin.h>
 #include <pmmintrin.h>
 #include <xmmintrin.h>
 #endif
@@ -202,6 +203,35 @@ void CacheEvictor::push() {
   if (data_.empty()) fail("cache evictor: nothing to write (fewer than 4 bytes asked for)");
   const float v = data_[0] + 1.f;
   std::fill(data_.begin(), data_.end(), v);
+}
+
+bool can_flush_caches() {
+#if defined(__x86_64__) || defined(__i386__) || defined(__aarch64__)
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool flush_from_caches(const void* data, std::size_t bytes) {
+  if (!can_flush_caches()) return false;
+  // 64 bytes: the line of every x86-64 and of the AArch64 cores this runs on; a smaller
+  // line would leave some lines in the caches (the time still falls toward DRAM's).
+  constexpr std::size_t kLine = 64;
+  const auto* p = static_cast<const char*>(data);
+#if defined(__x86_64__) || defined(__i386__)
+  for (std::size_t o = 0; o < bytes; o += kLine) _mm_clflush(p + o);
+  if (bytes > 0) _mm_clflush(p + bytes - 1);
+  _mm_mfence();
+#elif defined(__aarch64__)
+  for (std::size_t o = 0; o < bytes; o += kLine) asm volatile("dc civac, %0" : : "r"(p + o) : "memory");
+  if (bytes > 0) asm volatile("dc civac, %0" : : "r"(p + bytes - 1) : "memory");
+  asm volatile("dsb ish" : : : "memory");
+#else
+  (void)p;
+  (void)bytes;
+#endif
+  return true;
 }
 
 std::int64_t per_core_cache_bytes() {

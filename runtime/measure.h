@@ -2,6 +2,7 @@
 // Pinning and timing helpers shared by the CPU executor, calibration and kernel
 // profiling (internal to runtime/).
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -81,6 +82,13 @@ class CacheEvictor {
 //                           on the same device (under async: what dispatch costs there)
 [[nodiscard]] std::vector<double> bsp_boundary_gaps(const TaskGraph& tg, const Timeline& bsp);
 [[nodiscard]] std::vector<double> same_device_compute_gaps(const TaskGraph& tg, const Timeline& timeline);
+
+// Writes back and drops [data, data + bytes) from every cache level of this machine (x86
+// clflush, AArch64 `dc civac`), then waits for that to finish: the next read of it comes
+// from DRAM. Returns false, touching nothing, where the CPU has no such instruction.
+bool flush_from_caches(const void* data, std::size_t bytes);
+// Whether flush_from_caches() can do so here.
+[[nodiscard]] bool can_flush_caches();
 
 // Bytes of this machine's per-core (level 2) cache, from sysconf; 1 MiB when it does not say.
 [[nodiscard]] std::int64_t per_core_cache_bytes();

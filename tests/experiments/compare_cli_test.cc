@@ -185,6 +185,27 @@ TEST(CompareCli, AnalyticComputeModelSkipsProfiling) {
     EXPECT_EQ(j["mape_hot_pct"], j["mape_pct"]);
     EXPECT_EQ(r.err.find("deprecated") != std::string::npos, std::string(hot) == "--no-cache-model") << r.err;
   }
+  // Retained: the cold simulation beside it, each round's retention in the JSON.
+  r = run_tessel("compare -w chain:size=32 -d 2 -s split-largest --policy async --repeat 2 --warmup 0 "
+                 "--calibration-seconds 0.002 --kernel-times retained --json");
+  ASSERT_EQ(r.status, 0) << r.output();
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["kernel_times"], "retained");
+  ASSERT_EQ(j["retained_fraction_by_round"].size(), 2u);
+  for (const auto& f : j["retained_fraction_by_round"]) {
+    EXPECT_GE(f.get<double>(), 0);
+    EXPECT_LE(f.get<double>(), 1);
+  }
+  EXPECT_TRUE(j["rows"][0].contains("simulated_cold_s"));
+  EXPECT_TRUE(j["rows"][0].contains("simulated_hot_s"));
+  EXPECT_TRUE(j["mape_cold_pct"].is_number());
+  // It needs compare's own calibration.
+  const auto machine = temp_path("tessel_compare_retained_machine.json");
+  ASSERT_EQ(run_tessel("calibrate -d 2 --seconds 0.002 --rounds 1 -o " + machine.string()).status, 0);
+  r = run_tessel("compare -w chain:size=32 -d 2 --repeat 1 --kernel-times retained -m " + machine.string());
+  EXPECT_EQ(r.status, 1) << r.output();
+  EXPECT_NE(r.err.find("--kernel-times retained"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(machine.string()), std::string::npos) << r.err;
   r = run_tessel("compare -w chain:size=32 -d 2 --no-cache-model --kernel-times cached");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("--no-cache-model and --kernel-times cached disagree"), std::string::npos) << r.err;

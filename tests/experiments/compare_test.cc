@@ -54,6 +54,42 @@ TEST(CompareSummary, EachRowSaysWhereItsMedianErrorLies) {
   EXPECT_NEAR(j["rows"][1]["error_ci_coverage"].get<double>(), 1 - 2.0 * 10 / 512, 1e-12);
 }
 
+TEST(CompareSummary, RetainedKernelTimeIsTheRetainedShareOfTheWayFromDramToCold) {
+  EXPECT_DOUBLE_EQ(retained_kernel_seconds(1e-3, 3e-3, 0.25), 2.5e-3);
+  EXPECT_DOUBLE_EQ(retained_kernel_seconds(1e-3, 3e-3, 1), 1e-3);  // all kept: cold
+  EXPECT_DOUBLE_EQ(retained_kernel_seconds(1e-3, 3e-3, 0), 3e-3);  // nothing kept: DRAM
+  EXPECT_DOUBLE_EQ(retained_kernel_seconds(1e-3, 3e-3, 1.4), 1e-3);   // clamped
+  EXPECT_DOUBLE_EQ(retained_kernel_seconds(1e-3, 3e-3, -0.2), 3e-3);  // clamped
+  EXPECT_DOUBLE_EQ(retained_kernel_seconds(1e-3, -1, 0.5), 1e-3);     // no DRAM time: cold
+  EXPECT_EQ(parse_kernel_times("retained", "--kernel-times"), KernelTimes::retained);
+  EXPECT_EQ(to_string(KernelTimes::retained), "retained");
+}
+
+// With retained kernel times the cold simulation of the same rounds stands beside it.
+TEST(CompareSummary, TheColdSimulationBesideRetainedTimesHasItsOwnErrorAndMape) {
+  CompareResult res;
+  CompareRounds a = rounds_of("a", "async", {1.0, 1.0, 1.0}, {1.0, 1.0, 1.0});
+  a.cold_s = {0.8, 0.9, 0.7};
+  CompareRounds b = rounds_of("b", "async", {2.0, 2.0, 2.0}, {2.0, 2.0, 2.0});
+  b.cold_s = {2.2, 2.2, 2.2};
+  summarise(res, {a, b});
+  ASSERT_TRUE(res.rows[0].simulated_cold_s && res.rows[0].error_cold_pct);
+  EXPECT_NEAR(*res.rows[0].simulated_cold_s, 0.8, 1e-12);
+  EXPECT_NEAR(*res.rows[0].error_cold_pct, -20, 1e-9);
+  EXPECT_NEAR(*res.rows[1].error_cold_pct, 10, 1e-9);
+  ASSERT_TRUE(res.mape_cold_pct);
+  EXPECT_NEAR(*res.mape_cold_pct, 15, 1e-9);
+  EXPECT_NEAR(res.mape_pct, 0, 1e-9);
+  auto j = compare_to_json(res);
+  EXPECT_NEAR(j["rows"][0]["error_cold_pct"].get<double>(), -20, 1e-9);
+  EXPECT_NEAR(j["mape_cold_pct"].get<double>(), 15, 1e-9);
+  // Without cold rounds beside: no such figures.
+  summarise(res, {rounds_of("a", "async", {1.0}, {1.0})});
+  EXPECT_FALSE(res.rows[0].simulated_cold_s);
+  EXPECT_FALSE(res.mape_cold_pct);
+  EXPECT_TRUE(compare_to_json(res)["mape_cold_pct"].is_null());
+}
+
 TEST(CompareSummary, SpreadOfMeasuredRoundsIsP10ToP90AndFlagsRowsWiderThanTheirError) {
   CompareResult res;
   // measured 1..5: p10 1.4, p90 4.6, median 3 -> spread 3.2 / 3 = 106.7%, error 0: flagged

@@ -11,6 +11,7 @@
 #include "core/workloads.h"
 #include "runtime/cpu_executor.h"
 #include "runtime/kernels.h"
+#include "runtime/measure.h"
 
 namespace tessel::runtime {
 namespace {
@@ -169,6 +170,48 @@ TEST(InPlaceProfile, ColdCallsFindTheirDataOutOfTheCache) {
   const TaskGraph tg = on_one_device(g);
   const ProfiledRun r = CpuExecutor({Policy::async, false}).run_profiled(g, tg, random_inputs(g, 1), {0.004});
   EXPECT_GT(total(r.profile.cold_s), total(r.profile.hot_s));
+}
+
+// With `dram`, a third time per compute task, its operands flushed from every cache level
+// before each call: never below its cold time, -1 for other tasks, and the outputs stay
+// the run's (flushing writes dirty lines back). Without it, no DRAM times.
+TEST(InPlaceProfile, DramCallsAreTimedAfterTheOperandsLeftEveryCache) {
+  const Graph g = build_workload("llama-block:model=tiny");
+  const TensorMap inputs = random_inputs(g, 5);
+  const TaskGraph tg = lower(g, split_largest(g, 2));
+  CpuExecutor exec({Policy::async, false});
+  const RunResult plain = exec.run(g, tg, inputs);
+  InPlaceProfileOptions o{0.0005};
+  o.dram = true;
+  const ProfiledRun r = exec.run_profiled(g, tg, inputs, o);
+  expect_profile_of(tg, r.profile, "dram");
+  expect_same_outputs(g, plain, r.run, "dram");
+  EXPECT_EQ(r.profile.dram_flushed, can_flush_caches());
+  ASSERT_EQ(r.profile.dram_s.size(), tg.size());
+  for (std::size_t i = 0; i < tg.size(); ++i) {
+    if (tg.tasks[i].kind != TaskKind::compute) {
+      EXPECT_EQ(r.profile.dram_s[i], -1.0) << i;
+      continue;
+    }
+    EXPECT_GE(r.profile.dram_s[i], r.profile.cold_s[i]) << i;
+  }
+  EXPECT_TRUE(exec.run_profiled(g, tg, inputs, {0.0005}).profile.dram_s.empty());
+  o.cold = false;  // no cold calls: nothing to flush after
+  const ProfiledRun hot_only = exec.run_profiled(g, tg, inputs, o);
+  EXPECT_TRUE(hot_only.profile.dram_s.empty());
+  EXPECT_FALSE(hot_only.profile.dram_flushed);
+}
+
+// In sum the calls from DRAM take longer than the cold ones, whose data the last-level
+// cache still held (sums over ffn's kernels, which a loaded machine does not turn around).
+TEST(InPlaceProfile, TimingDramCallsTakeLongerThanColdOnes) {
+  if (!can_flush_caches()) GTEST_SKIP() << "this CPU cannot flush its caches";
+  const Graph g = build_workload("ffn:tokens=64,dim=64,hidden=64");
+  const TaskGraph tg = on_one_device(g);
+  InPlaceProfileOptions o{0.004};
+  o.dram = true;
+  const ProfiledRun r = CpuExecutor({Policy::async, false}).run_profiled(g, tg, random_inputs(g, 1), o);
+  EXPECT_GT(total(r.profile.dram_s), total(r.profile.cold_s));
 }
 
 TEST(InPlaceProfile, ABlockWithAThousandTimesTheFlopsTakesLonger) {
