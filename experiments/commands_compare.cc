@@ -165,7 +165,7 @@ void add_compare(CLI::App& app) {
     std::string compute_model = "profiled";
     double profile_seconds = 0.002;
     bool no_cache_model = false;
-    std::string kernel_times = "cold";
+    std::string kernel_times = "retained";
     std::string cache_bytes;
     std::uint64_t seed = 1;
     double search_budget_s = 30;
@@ -225,13 +225,14 @@ void add_compare(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--kernel-times", o->kernel_times,
                   "with --compute-model profiled on the CPU, the profiled time each compute task takes in the "
-                  "simulation: cold (its call right after the worker's cache was overwritten; inside a task graph "
-                  "this CPU's kernels run near it), cached (between hot and cold by how much of its data the "
-                  "simulated worker's cache still holds, --cache-bytes), hot (its kernel called in a loop) or "
-                  "retained (between cold and its call with its operands flushed to DRAM, by how much of a buffer "
-                  "the last-level cache kept in that round's calibration: for a host whose other tenants share that "
-                  "cache; needs compare's own calibration, not -m; the cold simulation is reported beside it); the "
-                  "hot simulation is reported beside the others (GPU kernels: hot)")
+                  "simulation: retained (between its cold call and its call with its operands flushed to DRAM, by "
+                  "how much of a buffer the last-level cache kept in that round's calibration, so that a host whose "
+                  "other tenants share that cache is timed as it is; the cold simulation is reported beside it; "
+                  "needs compare's own calibration: with -m the default is cold), cold (its call right after the "
+                  "worker's per-core cache was overwritten; inside a task graph this CPU's kernels run near it), "
+                  "cached (between hot and cold by how much of its data the simulated worker's cache still holds, "
+                  "--cache-bytes) or hot (its kernel called in a loop); the hot simulation is reported beside the "
+                  "others (GPU kernels: hot)")
       ->capture_default_str()
       ->check(CLI::IsMember({"cold", "cached", "hot", "retained"}));
   cmd->add_flag("--no-cache-model", o->no_cache_model, "deprecated: use --kernel-times hot");
@@ -294,6 +295,7 @@ void add_compare(CLI::App& app) {
     co.profiled = o->compute_model == "profiled";
     co.profile_seconds = o->profile_seconds;
     co.kernel_times = experiments::parse_kernel_times(o->kernel_times, "--kernel-times");
+    co.kernel_times_given = cmd->count("--kernel-times") > 0;
     if (o->no_cache_model) {
       if (cmd->count("--kernel-times") > 0 && co.kernel_times != experiments::KernelTimes::hot)
         fail("--no-cache-model and --kernel-times ", o->kernel_times,

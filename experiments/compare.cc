@@ -315,9 +315,13 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
   if (o.machine)
     for (const DeviceType& t : o.machine->device_types) machine_has_cache = machine_has_cache || t.cache_capacity_bytes > 0;
   const bool cache_model = profiled && o.kernel_times == KernelTimes::cached && machine_has_cache && !cuda;
-  const bool cold_times = profiled && o.kernel_times == KernelTimes::cold && !cuda;  // GPU kernels: hot only
-  const bool retained = profiled && o.kernel_times == KernelTimes::retained && !cuda;
-  if (retained && !calibrator)
+  const bool retained_asked = profiled && o.kernel_times == KernelTimes::retained && !cuda;
+  // Without compare's own calibration there is no retention probe: the default falls
+  // back to cold times, an explicit request is refused.
+  const bool cold_times = profiled && !cuda &&
+                          (o.kernel_times == KernelTimes::cold || (retained_asked && !calibrator && !o.kernel_times_given));
+  const bool retained = retained_asked && calibrator;
+  if (retained_asked && !calibrator && o.kernel_times_given)
     fail("--kernel-times retained weighs each task's cold and DRAM times by the last-level cache retention that "
          "compare's own calibration measures each round: not with -m ", o.machine_name.empty() ? "MACHINE" : o.machine_name,
          " (leave -m out, or use --kernel-times cold)");

@@ -30,7 +30,8 @@ for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
     rk = j["ranking"]
     apart += rk["measured_apart"]
     agree += rk["measured_apart_agree"]
-    lines.append(f"  {j['graph']:<32} MAPE {j['mape_pct']:5.1f}% (hot {j.get('mape_hot_pct', j['mape_pct']):5.1f}%,"
+    cold = f"cold {j['mape_cold_pct']:5.1f}%, " if isinstance(j.get("mape_cold_pct"), (int, float)) else ""
+    lines.append(f"  {j['graph']:<32} MAPE {j['mape_pct']:5.1f}% ({cold}hot {j.get('mape_hot_pct', j['mape_pct']):5.1f}%,"
                  f" analytic {j['mape_analytic_pct']:5.1f}%)"
                  f"   Kendall tau {j['kendall_tau']:+.2f}   ordered alike {rk['measured_apart_agree']}/"
                  f"{rk['measured_apart']} of {rk['pairs']} pairs   correct {j['correct']}")
@@ -42,7 +43,10 @@ print("\n".join(lines))
 mape = sum(abs(r["error_pct"]) for r in rows) / len(rows)
 analytic = sum(abs(r.get("error_analytic_pct", r["error_pct"])) for r in rows) / len(rows)
 hot = sum(abs(r.get("error_hot_pct", r["error_pct"])) for r in rows) / len(rows)
-print(f"  suite: {len(rows)} rows, MAPE {mape:.1f}% with profiled kernels, {hot:.1f}% with their hot times only, "
+cold = ""
+if all("error_cold_pct" in r for r in rows):
+    cold = f"{sum(abs(r['error_cold_pct']) for r in rows) / len(rows):.1f}% with their cold times only, "
+print(f"  suite: {len(rows)} rows, MAPE {mape:.1f}% with profiled kernels, {cold}{hot:.1f}% with their hot times only, "
       f"{analytic:.1f}% analytic, "
       f"all correct: {all(r['correct'] for r in rows)}")
 print(f"  ranking: {agree} of {apart} strategy pairs measured apart in every round are simulated in the same order")

@@ -129,10 +129,14 @@ TEST(CompareCli, WithoutAMachineItCalibratesDuringTheTimedRoundsAndReportsTheCal
   // On the CPU every compute task of the row is timed in place (no GPU kernels).
   EXPECT_GT(j["tasks_profiled"].get<int>(), 0);
   EXPECT_EQ(j["kernels_profiled"], 0);
-  // Each compute task takes its cold profiled time (no cache model) ...
-  EXPECT_EQ(j["kernel_times"], "cold");
+  // Each compute task takes its time between cold and DRAM by each round's retention
+  // (no cache model), the cold-only simulation of the same rounds beside it ...
+  EXPECT_EQ(j["kernel_times"], "retained");
   EXPECT_EQ(j["cache_model"], false);
   EXPECT_EQ(j["cache_model_bytes"], 0);
+  EXPECT_EQ(j["retained_fraction_by_round"].size(), 2u);
+  EXPECT_GT(j["rows"][0]["simulated_cold_s"].get<double>(), 0);
+  EXPECT_TRUE(j["mape_cold_pct"].is_number());
   // ... and the same profile's hot-only simulation beside it.
   EXPECT_GT(j["rows"][0]["simulated_hot_s"].get<double>(), 0);
   EXPECT_TRUE(std::isfinite(j["rows"][0]["error_hot_pct"].get<double>()));
@@ -206,6 +210,15 @@ TEST(CompareCli, AnalyticComputeModelSkipsProfiling) {
   EXPECT_EQ(r.status, 1) << r.output();
   EXPECT_NE(r.err.find("--kernel-times retained"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(machine.string()), std::string::npos) << r.err;
+  // Not asked for, with -m: the default falls back to cold times (no probe to weigh by).
+  r = run_tessel("compare -w chain:size=32 -d 2 -s split-largest --policy async --repeat 1 --warmup 0 --json -m " +
+                 machine.string());
+  ASSERT_EQ(r.status, 0) << r.output();
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["kernel_times"], "cold");
+  EXPECT_TRUE(j["retained_fraction_by_round"].is_null());
+  EXPECT_FALSE(j["rows"][0].contains("simulated_cold_s"));
+  std::filesystem::remove(machine);
   r = run_tessel("compare -w chain:size=32 -d 2 --no-cache-model --kernel-times cached");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("--no-cache-model and --kernel-times cached disagree"), std::string::npos) << r.err;
