@@ -314,17 +314,19 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
   bool machine_has_cache = calibrated_now && !cuda;
   if (o.machine)
     for (const DeviceType& t : o.machine->device_types) machine_has_cache = machine_has_cache || t.cache_capacity_bytes > 0;
-  const bool cache_model = profiled && o.kernel_times == KernelTimes::cached && machine_has_cache && !cuda;
-  const bool retained_asked = profiled && o.kernel_times == KernelTimes::retained && !cuda;
   // Without compare's own calibration there is no retention probe: the default falls
   // back to cold times, an explicit request is refused.
-  const bool cold_times = profiled && !cuda &&
-                          (o.kernel_times == KernelTimes::cold || (retained_asked && !calibrator && !o.kernel_times_given));
-  const bool retained = retained_asked && calibrator;
-  if (retained_asked && !calibrator && o.kernel_times_given)
-    fail("--kernel-times retained weighs each task's cold and DRAM times by the last-level cache retention that "
-         "compare's own calibration measures each round: not with -m ", o.machine_name.empty() ? "MACHINE" : o.machine_name,
-         " (leave -m out, or use --kernel-times cold)");
+  KernelTimes times = o.kernel_times;
+  if (times == KernelTimes::retained && !calibrator) {
+    if (o.kernel_times_given && profiled && !cuda)
+      fail("--kernel-times retained weighs each task's cold and DRAM times by the last-level cache retention that "
+           "compare's own calibration measures each round: not with -m ",
+           o.machine_name.empty() ? "MACHINE" : o.machine_name, " (leave -m out, or use --kernel-times cold)");
+    times = KernelTimes::cold;
+  }
+  const bool cache_model = profiled && times == KernelTimes::cached && machine_has_cache && !cuda;
+  const bool cold_times = profiled && times == KernelTimes::cold && !cuda;  // GPU kernels: hot only
+  const bool retained = profiled && times == KernelTimes::retained && !cuda;
   res.kernel_times = cache_model  ? KernelTimes::cached
                      : cold_times ? KernelTimes::cold
                      : retained   ? KernelTimes::retained
@@ -456,20 +458,21 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
         if (cache_model || cold_times || retained) {
           // The same profile with hot kernel times only, beside the cold, cached or retained one.
           cr.hot_s.push_back(sim::simulate(tg, round_machine, so).makespan_s);
-          std::vector<double> cold = rd.profile.cold_s;
-          for (std::size_t i = 0; i < cold.size(); ++i)
-            if (cold[i] >= 0) cold[i] += round_machine.type_of(tg.tasks[i].device).launch_latency_s;
+          std::vector<double> task_s = rd.profile.cold_s;
+          for (std::size_t i = 0; i < task_s.size(); ++i)
+            if (task_s[i] >= 0) task_s[i] += round_machine.type_of(tg.tasks[i].device).launch_latency_s;
           if (retained) {
             // Cold only beside it; then each task r of the way from its DRAM time to its cold time.
-            so.task_seconds = cold;
+            so.task_seconds = task_s;
             cr.cold_s.push_back(sim::simulate(tg, round_machine, so).makespan_s);
             const double rf = res.retained_fractions[static_cast<std::size_t>(r)];
             const std::vector<double>& dram = rd.profile.dram_s;
-            for (std::size_t i = 0; i < cold.size(); ++i)
-              if (cold[i] >= 0 && i < dram.size() && dram[i] >= 0)
-                cold[i] = retained_kernel_seconds(cold[i], dram[i] + round_machine.type_of(tg.tasks[i].device).launch_latency_s, rf);
+            for (std::size_t i = 0; i < task_s.size(); ++i)
+              if (task_s[i] >= 0 && i < dram.size() && dram[i] >= 0)
+                task_s[i] = retained_kernel_seconds(
+                    task_s[i], dram[i] + round_machine.type_of(tg.tasks[i].device).launch_latency_s, rf);
           }
-          (cache_model ? so.task_seconds_cold : so.task_seconds) = std::move(cold);
+          (cache_model ? so.task_seconds_cold : so.task_seconds) = std::move(task_s);
         }
         rd.sim = sim::simulate(tg, round_machine, so);
         so.task_seconds.clear();
