@@ -6,10 +6,9 @@
 # build tessel itself. Carry the folder with the call and gpu-validate.sh uses it:
 #   scripts/gpu-bundle.sh       (here: a full build of five targets, ~15 minutes on two
 #                                 cores without ccache hits; start it early)
-#   device run 1: carry ["gpu-bundle"], timeout_s 600,
-#                 command: STAGES="test check" bash scripts/gpu-validate.sh "$OUT"
-#   device run 2: carry ["gpu-bundle"], timeout_s 600,
-#                 command: STAGES="calibrate bench compare" bash scripts/gpu-validate.sh "$OUT"
+#   device run:   carry ["gpu-bundle"], timeout_s 600, one call (a task's device time is
+#                 15 minutes in all, the machine's start included), issue 19's stages first:
+#                 command: STAGES="calibrate compare check bench test" bash scripts/gpu-validate.sh "$OUT"
 # gpu-bundle/bin: tessel, libtessel_cuda.so, tessel_cuda_tests, tessel_gpu_tests,
 #   tessel_bench, stripped; built with -DTESSEL_NATIVE=OFF (the device's CPU is not this
 #   one) and -DTESSEL_MPI=OFF (no MPI there).
