@@ -47,7 +47,8 @@ class Executor {
 // float). With `storage_rounding`, inputs and every node's result are also rounded to the
 // precision its dtype is stored in (f16, bf16: Tensor::round_to_storage), as a backend
 // that stores those dtypes computes them (CUDA: f32 arithmetic, f16/bf16 in memory);
-// without it they are held in float, as the CPU backends compute them.
+// without it they are held in float, as the CPU backends compute them. Large einsums run
+// on every core, with the result of one thread.
 [[nodiscard]] TensorMap evaluate_reference(const Graph& g, const TensorMap& inputs, bool storage_rounding = false);
 
 // The normwise error (max |error| / max(1, max |reference|)) an executor's output may
