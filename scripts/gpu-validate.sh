@@ -230,7 +230,11 @@ stage_calibrate() {
   # defaults and with the measured rows, beside the measured run (issue 19's row set).
   # Each row compared twice: simulated with the measured interference rows
   # (machine-overlap.json) and with the published defaults (machine-cuda-4.json).
-  for w in ${OVERLAP_WORKLOADS:-llama-block:model=tiny,seq=256 chain:size=1024}; do
+  # chain:size=4096,dtype=bf16: GEMMs of ~0.2 ms whose moves (8-32 MiB) run beside them,
+  # the row whose simulation the interference rows change most (data-parallel 0.49 ms
+  # with the 2026-11-28 rows against 0.42 ms without interference); its reference check
+  # takes ~20 s on 16 cores since the reference runs on every core.
+  for w in ${OVERLAP_WORKLOADS:-llama-block:model=tiny,seq=256 chain:size=4096,dtype=bf16 chain:size=1024}; do
     name=$(echo "$w" | tr ':,=' '___')
     step "overlap rows $w" "$work/overlap-$name.log" \
       bash -c "'$tessel' simulate -w '$w' -d 4 -s eindecomp -m '$work/machine-overlap.json' --json > '$work/overlap-$name-measured.json' &&
