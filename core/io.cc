@@ -379,6 +379,8 @@ json summary_json(const TaskGraph& tg) {
 }
 
 std::string read_file(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) fail(path, ": is a directory, not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, ": cannot open for reading");
   std::ostringstream ss;
@@ -393,98 +395,6 @@ json parse_json(std::string_view text, std::string_view what) {
 
 json read_json_file(const std::string& path) {
   return parse_json(read_file(path), path);
-}
-
-namespace {
-
-// Writes all of `content` to the open descriptor `fd`; false on any error (errno set).
-bool write_all(int fd, std::string_view content) {
-  std::size_t done = 0;
-  while (done < content.size()) {
-    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
-[[noreturn]] void fail_errno(const std::string& path, const char* what) {
-  fail(path, ": ", what, ": ", std::strerror(errno));
-}
-
-// Writes straight into an existing node that is no regular file (a device, a FIFO, a
-// dangling symlink's target): it is opened and written as it is, never replaced.
-void write_through(const std::string& path, std::string_view content) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0) fail_errno(path, "cannot open for writing");
-  const bool ok = write_all(fd, content);
-  const int saved = errno;
-  if (::close(fd) != 0 && ok) fail_errno(path, "write failed");
-  errno = saved;
-  if (!ok) fail_errno(path, "write failed");
-}
-
-}  // namespace
-
-void check_can_write(const std::string& path) {
-  if (path.empty()) fail("output path is empty");
-  if (path == "-") return;
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) == 0) {
-    if (S_ISDIR(st.st_mode)) fail(path, ": is a directory");
-    if (!S_ISREG(st.st_mode)) return;  // a link, device, FIFO or socket: written through
-  }
-  const std::string tmp = path + ".tmp-tessel";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0) fail_errno(path, "cannot open for writing");
-  ::close(fd);
-  std::remove(tmp.c_str());
-}
-
-void write_file_atomic(const std::string& path, std::string_view content) {
-  if (path.empty()) fail("output path is empty");
-  if (path == "-") {  // standard output
-    std::fflush(stdout);
-    if (!write_all(STDOUT_FILENO, content)) fail_errno("standard output", "write failed");
-    return;
-  }
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) == 0) {
-    if (S_ISDIR(st.st_mode)) fail(path, ": is a directory");
-    if (S_ISLNK(st.st_mode)) {
-      // A symlink is written through: the file it names is written (atomically when it
-      // is a regular file), the link stays.
-      char resolved[PATH_MAX];
-      if (::realpath(path.c_str(), resolved) != nullptr) return write_file_atomic(resolved, content);
-      return write_through(path, content);  // a dangling link: create its target
-    }
-    if (!S_ISREG(st.st_mode)) return write_through(path, content);  // device, FIFO, socket
-  }
-  // A regular file or a new one: write a temporary beside it, then rename it into place,
-  // so that a failed write leaves the old file (or none), never a partial one.
-  std::string tmp = path + ".tmp-tessel";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0) fail_errno(path, "cannot open for writing");
-  bool ok = write_all(fd, content);
-  int saved = errno;
-  if (::close(fd) != 0 && ok) {
-    ok = false;
-    saved = errno;
-  }
-  if (!ok) {
-    std::remove(tmp.c_str());
-    errno = saved;
-    fail_errno(path, "write failed");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    saved = errno;
-    std::remove(tmp.c_str());
-    errno = saved;
-    fail_errno(path, "cannot move the finished file into place");
-  }
 }
 
 }  // namespace tessel

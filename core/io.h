@@ -29,6 +29,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "core/graph.h"
+#include "core/output_files.h"
 #include "core/partition.h"
 #include "core/task_graph.h"
 
@@ -51,18 +52,4 @@ namespace tessel {
 [[nodiscard]] nlohmann::json parse_json(std::string_view text, std::string_view what);
 // parse_json(read_file(path), path).
 [[nodiscard]] nlohmann::json read_json_file(const std::string& path);
-// Writes `content` to `path`. A regular file (or a new one) is written to a temporary
-// file beside it and renamed into place, so that a failure never leaves a partial file.
-// Anything else is written through, never replaced: a device or FIFO is opened and
-// written (`/dev/full` fails with its error), a symlink writes the file it names (that
-// one atomically when it is a regular file). "-" writes to standard output. Error naming
-// the path and the system's reason on any failure.
-void write_file_atomic(const std::string& path, std::string_view content);
-// Fails now, with write_file_atomic's error, where writing `path` later would fail for
-// its place (an empty path, a directory, a folder that does not exist or cannot be
-// written): commands that measure or search for a while call it before they start, so
-// that a mistyped -o costs a second, not the run. Writes nothing ("-", devices, FIFOs and
-// links pass; a regular or new file: its temporary is created beside it and removed).
-void check_can_write(const std::string& path);
-
 }  // namespace tessel

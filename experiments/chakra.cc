@@ -66,6 +66,15 @@ std::string node_name(const Task& t, TaskId id, const Graph& g) {
 
 std::vector<std::string> write_chakra(const TaskGraph& tg, const Graph& g, const Machine& machine,
                                       const std::string& dir) {
+  OutputBatch out;
+  out.add_folder("chakra trace folder", dir);
+  std::vector<std::string> files = stage_chakra(tg, g, machine, dir, out);
+  out.commit();
+  return files;
+}
+
+std::vector<std::string> stage_chakra(const TaskGraph& tg, const Graph& g, const Machine& machine,
+                                      const std::string& dir, OutputBatch& out) {
   if (tg.num_devices > machine.num_devices())
     fail("--chakra: the task graph uses ", tg.num_devices, " devices but machine '", machine.name, "' has ",
          machine.num_devices());
@@ -158,17 +167,11 @@ std::vector<std::string> write_chakra(const TaskGraph& tg, const Graph& g, const
     append_delimited(contents[d], meta);
     for (const pb::Node& n : nodes[d]) append_delimited(contents[d], n);
   }
-  std::filesystem::create_directories(dir);
   std::vector<std::string> written;
-  try {
-    for (std::size_t d = 0; d < nd; ++d) {
-      std::string path = (std::filesystem::path(dir) / ("tessel." + std::to_string(d) + ".et")).string();
-      write_file_atomic(path, contents[d]);
-      written.push_back(path);
-    }
-  } catch (...) {
-    for (const auto& p : written) std::filesystem::remove(p);
-    throw;
+  for (std::size_t d = 0; d < nd; ++d) {
+    std::string path = (std::filesystem::path(dir) / ("tessel." + std::to_string(d) + ".et")).string();
+    out.stage(path, contents[d]);
+    written.push_back(path);
   }
   return written;
 }
@@ -232,6 +235,11 @@ bool chakra_available() { return false; }
 std::vector<std::string> write_chakra(const TaskGraph&, const Graph&, const Machine&, const std::string&) {
   fail("--chakra: this build has no protobuf (install libprotobuf-dev and protobuf-compiler, "
        "scripts/install-deps.sh does, and configure again)");
+}
+
+std::vector<std::string> stage_chakra(const TaskGraph& tg, const Graph& g, const Machine& m, const std::string& dir,
+                                      OutputBatch&) {
+  return write_chakra(tg, g, m, dir);
 }
 
 ChakraTrace read_chakra(const std::string&) { fail("this build has no protobuf"); }

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "core/machine.h"
+#include "core/output_files.h"
 #include "core/task_graph.h"
 
 namespace tessel::experiments {
@@ -40,6 +41,10 @@ namespace tessel::experiments {
 // graph node).
 std::vector<std::string> write_chakra(const TaskGraph& tg, const Graph& g, const Machine& machine,
                                       const std::string& dir);
+// The same files staged in `out` (whose add_folder(dir) the caller made), in place only
+// when the caller commits the batch with its other outputs.
+std::vector<std::string> stage_chakra(const TaskGraph& tg, const Graph& g, const Machine& machine,
+                                      const std::string& dir, OutputBatch& out);
 
 // For tests: a trace file read back with the protobuf library.
 struct ChakraAttr {

@@ -1,5 +1,8 @@
 #include "experiments/cli.h"
 
+#include <cmath>
+#include <cstdlib>
+
 #include <charconv>
 #include <algorithm>
 #include <cstdio>
@@ -17,6 +20,28 @@
 namespace tessel::cli {
 
 CLI::Validator device_count() { return CLI::Range(1, kMaxDevices); }
+
+namespace {
+
+// CLI11's own PositiveNumber names the range it checks as "0.000000 to 1.797...e308"
+// (some 300 digits); these say what is wanted.
+CLI::Validator sign_check(bool zero_allowed) {
+  return CLI::Validator(
+      [zero_allowed](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        const char* want = zero_allowed ? "a number >= 0" : "a positive number";
+        if (end == text.c_str() || *end != '\0' || std::isnan(v)) return "'" + text + "' is not a number (want " + want + ")";
+        if (zero_allowed ? v < 0 : v <= 0) return text + " is not " + want;
+        return {};
+      },
+      zero_allowed ? "NONNEGATIVE" : "POSITIVE");
+}
+
+}  // namespace
+
+CLI::Validator positive_number() { return sign_check(false); }
+CLI::Validator non_negative_number() { return sign_check(true); }
 
 void GraphOptions::add(CLI::App& app, const std::string& default_workload) {
   workload = default_workload;

@@ -35,6 +35,9 @@ inline constexpr int kMaxRepeat = 10000;
 // A device count on the command line: 1 ..kMaxDevices (core/types.h), checked while the
 // command line is parsed, before any work.
 [[nodiscard]] CLI::Validator device_count();
+// A number > 0 (>= 0): "--rounds: 0 is not a positive number".
+[[nodiscard]] CLI::Validator positive_number();
+[[nodiscard]] CLI::Validator non_negative_number();
 
 // -w WORKLOAD[:k=v,...] | -g GRAPH.json
 struct GraphOptions {

@@ -79,14 +79,14 @@ void add_calibrate(CLI::App& app) {
                   "among them; the GPU's dispatch gate and the bsp barrier are measured on them too)")
       ->check(device_count());
   cmd->add_option("--gpus", o->gpus, "--backend cuda: physical GPUs (default: every visible one, at most -d)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   cmd->add_option("-o,--output", o->out, "machine JSON to write")->required();
   cmd->add_option("--seconds", o->seconds, "measuring time per point and round")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   cmd->add_option("--rounds", o->rounds, "rounds over all points; each point keeps its median")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   cmd->add_flag("--json", o->json_out, "print the measurements as JSON");
   cmd->add_flag("--overlap", o->overlap,
                 "--backend cuda: also measure compute/communication overlap (a GEMM stream and a communication stream: "
@@ -209,7 +209,7 @@ void add_compare(CLI::App& app) {
   cmd->add_option("--calibration-seconds", o->calibration_seconds,
                   "without -m: measuring time of each calibration point per round")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   cmd->add_option("--compute-model", o->compute_model,
                   "how the simulation times compute tasks: 'profiled' (cpu: after each timed run every compute task is "
                   "timed again in place, on that run's own buffers, with all workers busy; cuda: every distinct kernel "
@@ -222,7 +222,7 @@ void add_compare(CLI::App& app) {
   cmd->add_option("--profile-seconds", o->profile_seconds,
                   "with --compute-model profiled: measuring time of each kernel (cpu: each compute task) per round")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   cmd->add_option("--kernel-times", o->kernel_times,
                   "with --compute-model profiled on the CPU, the profiled time each compute task takes in the "
                   "simulation: retained (between its cold call and its call with its operands flushed to DRAM, by "

@@ -105,7 +105,12 @@ void add_lower(CLI::App& app) {
     auto t0 = Clock::now();
     TaskGraph tg = lower(g, d, o->dec.lower_options());
     double lower_s = seconds_since(t0);
-    if (!o->decomposition_out.empty()) write_file_atomic(o->decomposition_out, to_json(d, g).dump(2) + "\n");
+    if (!o->decomposition_out.empty()) {
+      OutputBatch out({{"-g", o->graph.graph_file}, {"--decomposition", o->dec.decomposition_file}});
+      out.add("--write-decomposition", o->decomposition_out);
+      out.stage(o->decomposition_out, to_json(d, g).dump(2) + "\n");
+      out.commit();
+    }
     if (o->decomposition_out == "-") return;  // the decomposition went to stdout in place of the report
     if (o->json_out) {
       json j = summary_json(tg);
@@ -156,9 +161,15 @@ void add_einsum(CLI::App& app) {
       ->capture_default_str();
   o->cuda.add(*cmd);
   cmd->add_flag("--json", o->json_out, "machine-readable report on stdout");
-  cmd->footer("Example:\n  tessel einsum ij,jk->ik a.npy b.npy -o c.npy --devices 4 --parts i=2,k=2");
+  cmd->footer("Example (quote the subscripts: the shell reads > as a redirection):\n"
+              "  tessel einsum 'ij,jk->ik' a.npy b.npy -o c.npy --devices 4 --parts i=2,k=2");
   cmd->callback([o, cmd] {
     CudaCliOptions::check_backend(*cmd, o->backend);
+    {  // -o may not name an operand: the result would replace it
+      std::vector<std::pair<std::string, std::string>> inputs;
+      for (std::size_t i = 0; i < o->files.size(); ++i) inputs.emplace_back("operand " + std::to_string(i + 1), o->files[i]);
+      OutputBatch(inputs).add("-o", o->out);
+    }
     std::vector<Tensor> operands;
     for (const auto& f : o->files) operands.push_back(runtime::read_npy(f));
     DType dtype = DType::f32;
@@ -285,7 +296,9 @@ void add_run(CLI::App& app) {
     CudaCliOptions::check_backend(*cmd, o->backend);
     const OffloadOrder offload_order = parse_offload_order(o->offload_order);
     check_offload_order(offload_order, o->memory_cap);
-    if (!o->trace.empty() && o->backend != "mpi") check_can_write(o->trace);  // before the runs (mpi: rank 0 writes)
+    // The trace's place checked before the runs (mpi: rank 0 writes it).
+    OutputBatch out({{"-g", o->graph.graph_file}, {"--decomposition", o->dec.decomposition_file}});
+    if (o->backend != "mpi") out.add("--trace", o->trace);
     Graph g = o->graph.load();
     Decomposition d = o->dec.load(g);
     const runtime::CopyLane copy_lane = runtime::parse_copy_lane(o->copy_lane, "--copy-lane");
@@ -359,7 +372,9 @@ void add_run(CLI::App& app) {
     if (!o->trace.empty()) {
       std::ostringstream os;
       write_chrome_trace(os, r.timeline, &tg, &g);
-      write_file_atomic(o->trace, os.str());
+      if (o->backend == "mpi") out.add("--trace", o->trace);
+      out.stage(o->trace, os.str());
+      out.commit();
     }
     if (o->trace == "-") {  // the trace went to stdout in place of the report
       if (!ok) fail("run: the result differs from the reference evaluator (", check.dump(), ")");

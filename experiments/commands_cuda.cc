@@ -30,7 +30,7 @@ void CudaCliOptions::add(CLI::App& app) {
                  "--backend cuda: physical GPUs to spread the devices over (default: every visible one, at most -d); "
                  "fewer GPUs than devices runs several virtual devices on one GPU, sharing its SMs and memory "
                  "bandwidth")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   app.add_option("--moves", moves, "--backend cuda: copy (cudaMemcpyPeerAsync / device-to-device) or nccl (send/recv)")
       ->capture_default_str()
       ->check(CLI::IsMember({"copy", "nccl"}));

@@ -48,7 +48,11 @@ void add_export_commands(CLI::App& app) {
     if (!o->chakra_dir.empty() && !experiments::chakra_available())
       fail("export --chakra: this build has no protobuf (scripts/install-deps.sh installs libprotobuf-dev and "
            "protobuf-compiler; configure again)");
-    // Everything is computed before any file is written.
+    // Every output checked before the work, and written together after it (or none).
+    OutputBatch out({{"-g", o->graph.graph_file}, {"--decomposition", o->dec.decomposition_file}, {"-m", o->machine}});
+    out.add("--graph-out", o->graph_out);
+    out.add("--task-graph", o->task_graph_out);
+    if (!o->chakra_dir.empty()) out.add_folder("--chakra", o->chakra_dir);
     const Graph g = o->graph.load();
     nlohmann::json report = {{"graph", o->graph.describe()}};
     std::string graph_text, task_graph_text;
@@ -63,11 +67,11 @@ void add_export_commands(CLI::App& app) {
     // Collective nodes (--collectives nodes) go to JSON as the ring the simulator expands them to.
     if (!o->task_graph_out.empty()) task_graph_text = sim::to_json(sim::expand_collectives(tg)).dump() + "\n";
     if (!o->graph_out.empty()) {
-      write_file_atomic(o->graph_out, graph_text);
+      out.stage(o->graph_out, graph_text);
       report["graph_file"] = o->graph_out;
     }
     if (!o->task_graph_out.empty()) {
-      write_file_atomic(o->task_graph_out, task_graph_text);
+      out.stage(o->task_graph_out, task_graph_text);
       report["task_graph_file"] = o->task_graph_out;
     }
     if (lowered) {
@@ -75,17 +79,10 @@ void add_export_commands(CLI::App& app) {
       report["devices"] = tg.num_devices;
     }
     if (!o->chakra_dir.empty()) {
-      std::vector<std::string> files;
-      try {
-        files = experiments::write_chakra(tg, g, m, o->chakra_dir);
-      } catch (...) {  // no half-written export: the JSON files go too
-        if (!o->graph_out.empty()) std::remove(o->graph_out.c_str());
-        if (!o->task_graph_out.empty()) std::remove(o->task_graph_out.c_str());
-        throw;
-      }
-      report["chakra_files"] = files;
+      report["chakra_files"] = experiments::stage_chakra(tg, g, m, o->chakra_dir, out);
       report["machine"] = m.name;
     }
+    out.commit();
     if (o->json_out) {
       print_json(report);
       return;

@@ -97,7 +97,9 @@ void add_plan_commands(CLI::App& app) {
       "  tessel plan -w ffn -d 4 -s megatron --placement greedy -o ffn4.json && tessel simulate -w ffn "
       "--decomposition ffn4.json -m h100-sxm-8");
   cmd->callback([o] {
-    if (!o->out.empty()) check_can_write(o->out);  // before a search of up to --budget-s
+    // -o checked before a search of up to --budget-s.
+    OutputBatch out({{"-g", o->graph.graph_file}, {"-m", o->machine}, {"--manual", o->manual}});
+    out.add("-o", o->out);
     Graph g = o->graph.load();
     planner::PlanOptions po;
     po.devices = o->devices;
@@ -113,7 +115,10 @@ void add_plan_commands(CLI::App& app) {
     auto t0 = std::chrono::steady_clock::now();
     planner::Plan p = planner::plan(g, o->strategy, po);
     double plan_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (!o->out.empty()) write_file_atomic(o->out, to_json(p.decomposition, g).dump(2) + "\n");
+    if (!o->out.empty()) {
+      out.stage(o->out, to_json(p.decomposition, g).dump(2) + "\n");
+      out.commit();
+    }
     warn_idle(p.idle_devices, o->devices, o->strategy);
     if (o->out == "-") return;  // the decomposition went to stdout in place of the report
     const double total = p.total_cost();

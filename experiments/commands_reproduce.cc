@@ -1,9 +1,11 @@
 // tessel reproduce: published experiments rerun in the simulator (experiments/reproduce.h).
 #include <cstdio>
 #include <memory>
+#include <filesystem>
 #include <thread>
 
 #include "core/error.h"
+#include "core/output_files.h"
 #include "experiments/cli.h"
 #include "experiments/reproduce.h"
 
@@ -26,7 +28,7 @@ void add_reproduce_commands(CLI::App& app) {
   auto* cmd = app.add_subcommand("reproduce", "rerun a published experiment in the simulator: CSV, PNG, headline numbers");
   cmd->add_option("name", o->name, "reproduction (see --list)");
   cmd->add_option("-o,--output", o->ro.dir, "directory for NAME.csv and NAME*.png")->capture_default_str();
-  cmd->add_option("-j,--jobs", o->ro.jobs, "points simulated at once (default: every core)")->check(CLI::PositiveNumber);
+  cmd->add_option("-j,--jobs", o->ro.jobs, "points simulated at once (default: every core)")->check(positive_number());
   cmd->add_flag("--quick", o->ro.quick, "reduced sizes: the same experiment on small graphs, in seconds");
   cmd->add_flag("--no-plot", o->no_plot, "write the CSV only");
   cmd->add_option("--workload", o->ro.workload,
@@ -45,13 +47,22 @@ void add_reproduce_commands(CLI::App& app) {
       for (const auto& r : experiments::reproductions())
         std::printf("  %-18s %s%s\n", r.name.c_str(), r.summary.c_str(),
                     r.implemented ? "" : ("  [" + r.why_not + "]").c_str());
-      if (!o->list) fail("reproduce: give a NAME (listed above)");
+      if (!o->list) throw CLI::ValidationError("reproduce", "give a NAME (listed above)");  // exit 2: the command line
       return;
     }
     experiments::ReproduceOptions ro = o->ro;
     if (ro.jobs <= 0) ro.jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     ro.plot = !o->no_plot;
     if (o->json_out) ro.out = stderr;  // keep stdout for the JSON
+    // The places written checked before the experiment (minutes, for sim-vs-measured): the
+    // folder is made and, if this made it, removed again; the experiment makes it for good.
+    {
+      OutputBatch probe;
+      probe.add_folder("-o", ro.dir);
+    }
+    if (ro.plot && !std::filesystem::is_regular_file(std::filesystem::path(ro.plots_dir) / "python.sh"))
+      fail("--plots-dir ", ro.plots_dir, ": no python.sh there (the plots/ folder of tessel's source; --no-plot writes "
+           "the CSV alone)");
     const experiments::ReproduceResult r = experiments::reproduce(o->name, ro);
     if (o->json_out)
       print_json({{"reproduction", o->name},

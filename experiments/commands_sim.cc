@@ -69,6 +69,7 @@ struct Opts {
   std::string algorithm = "auto";
   std::string bytes;
   std::string dtype = "f32";
+  bool devices_given = false, dtype_given = false;  // -d, --dtype on the command line
   std::string trace;
   std::string trace_devices;
   std::string machine_out;
@@ -168,6 +169,23 @@ void run_simulate(const Opts& o) {
   const int sources = (!o.graph.workload.empty() || !o.graph.graph_file.empty()) + !o.task_graph_file.empty() + collective;
   if (sources > 1) fail("give one of -w/-g, --task-graph or --collective");
   if (sources == 0) fail("nothing to simulate: give -w WORKLOAD, -g GRAPH.json, --task-graph FILE or --collective NAME");
+  // Options the chosen source has no use for are refused, not ignored.
+  if (collective || !o.task_graph_file.empty()) {
+    const char* source = collective ? "--collective" : "--task-graph (a task graph is decomposed and placed already)";
+    if (!o.dec.strategy.empty()) fail("-s applies to -w/-g only, not to ", source);
+    if (!o.dec.parts.empty()) fail("--parts applies to -w/-g only, not to ", source);
+    if (!o.dec.decomposition_file.empty()) fail("--decomposition applies to -w/-g only, not to ", source);
+    if (!collective && o.devices_given) fail("-d applies to -w/-g and --collective, not to ", source);
+  }
+  if (!collective && !o.bytes.empty()) fail("--bytes applies to --collective only");
+  if (!collective && o.dtype_given) fail("--dtype applies to --collective only (a graph's nodes carry their own)");
+  // Every output checked now and written together once the simulation has succeeded.
+  OutputBatch out({{"-g", o.graph.graph_file},
+                   {"--task-graph", o.task_graph_file},
+                   {"--decomposition", o.dec.decomposition_file},
+                   {"-m", o.machine}});
+  out.add("--trace", o.trace);
+  out.add("--write-machine", o.machine_out);
 
   TaskGraph tg;
   Graph g;
@@ -274,9 +292,10 @@ void run_simulate(const Opts& o) {
   if (!o.trace.empty()) {
     std::ostringstream os;
     write_chrome_trace(os, r.timeline, &tg, g.size() ? &g : nullptr, trace_devices ? &*trace_devices : nullptr);
-    write_file_atomic(o.trace, os.str());
+    out.stage(o.trace, os.str());
   }
-  if (!o.machine_out.empty()) write_file_atomic(o.machine_out, to_json(m).dump(2) + "\n");
+  if (!o.machine_out.empty()) out.stage(o.machine_out, to_json(m).dump(2) + "\n");
+  out.commit();
   if (o.trace == "-" || o.machine_out == "-") return;  // a file went to stdout in place of the report
   json j = sim::to_json(r, m);
   j["input"] = what;
@@ -452,7 +471,11 @@ void add_sim_commands(CLI::App& app) {
       "  tessel simulate -m h100-sxm-8 --write-machine m.json --collective alltoall --bytes 64MB -d 8\n"
       "  tessel simulate -w llama-block:model=7b -d 8 -m h100-sxm-8 --memory-cap 50%\n"
       "  tessel simulate -w llama-block:model=7b -d 8 -m h100-sxm-8 --memory-cap 50% --offload-order fixed");
-  cmd->callback([o] { run_simulate(*o); });
+  cmd->callback([o, cmd] {
+    o->devices_given = cmd->count("-d") > 0;
+    o->dtype_given = cmd->count("--dtype") > 0;
+    run_simulate(*o);
+  });
 }
 
 }  // namespace tessel::cli

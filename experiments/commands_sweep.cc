@@ -43,7 +43,7 @@ void add_sweep_commands(CLI::App& app) {
                                    "networks, policies, backends, weights, memory_caps, offload_orders; each a list)")
       ->required();
   cmd->add_option("-o,--output", o->out, "results CSV: appended to, resumed if it exists")->required();
-  cmd->add_option("-j,--jobs", o->jobs, "points simulated at once (default: every core)")->check(CLI::PositiveNumber);
+  cmd->add_option("-j,--jobs", o->jobs, "points simulated at once (default: every core)")->check(positive_number());
   cmd->add_flag("--json", o->json_out, "print the summary as JSON");
   o->overlap.add(*cmd);
   cmd->footer(

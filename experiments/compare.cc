@@ -251,8 +251,6 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
                         "not bsp's phases; --policy bsp with a cap is an error)\n");
     res.memory_cap = json::array();
   }
-  // Only once every input has been checked (the cap too): a refused command leaves no folder.
-  if (!o.trace_dir.empty()) std::filesystem::create_directories(o.trace_dir);
   std::vector<Row> plan_rows;
   for (std::size_t si = 0; si < o.strategies.size(); ++si)
     for (runtime::Policy policy : policies) {
@@ -283,6 +281,11 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
             for (int run = 0; run <= o.warmup; ++run) (void)row.exec->run(g, *row.tg, inputs);
     return res;
   }
+  // Only once every input has been checked (the cap too), and on the rank that reports: a
+  // refused command leaves no folder, and one that fails later takes the folder (when it
+  // made it) and its traces away again.
+  OutputBatch traces;
+  if (!o.trace_dir.empty()) traces.add_folder("--trace-dir", o.trace_dir);
   // After the executors exist: a backend that cannot start fails before the reference,
   // the longest step of a large graph's setup.
   runtime::TensorMap inputs = runtime::random_inputs(g, o.seed);
@@ -530,12 +533,13 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
         s.end_s -= t0;
       }
       write_chrome_trace(b, shifted, &tg, &g);
-      write_file_atomic(stem + "-simulated.json", a.str());
-      write_file_atomic(stem + "-measured.json", b.str());
+      traces.stage(stem + "-simulated.json", a.str());
+      traces.stage(stem + "-measured.json", b.str());
     }
     all.push_back(std::move(cr));
   }
   summarise(res, all);
+  traces.commit();
   return res;
 }
 

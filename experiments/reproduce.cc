@@ -164,7 +164,8 @@ ReproduceResult video_chain(const ReproduceOptions& o, const std::string& summar
                                     {"one-block-bsp", "block-per-device", 1, sim::Policy::bsp}};
   std::fprintf(o.out, "video-chain: %s\n  %s on 4 simulated H100s%s\n", summary.c_str(), w.c_str(),
                o.quick ? " (--quick: reduced sizes)" : "");
-  std::filesystem::create_directories(o.dir);
+  OutputBatch files;  // the CSV and traces: all in place before the plots, or none
+  files.add_folder("-o", o.dir);
   ReproduceResult res;
   std::string csv = csv_line({"system", "workload", "devices", "strategy", "blocks_per_device", "policy", "makespan_s",
                               "idle_s", "idle_fraction", "compute_utilization", "bytes_moved", "tasks"});
@@ -193,12 +194,12 @@ ReproduceResult video_chain(const ReproduceOptions& o, const std::string& summar
     std::ostringstream os;
     write_chrome_trace(os, r.timeline, &tg, &g);
     const std::string trace = (std::filesystem::path(o.dir) / ("video-chain-" + sys.name + ".json")).string();
-    write_file_atomic(trace, os.str());
+    files.stage(trace, os.str());
     traces.emplace_back(trace, sys.name + " (" + sys.strategy + ", " + std::string(sim::to_string(sys.policy)) + ")");
   }
   res.points = systems.size();
   res.csv = (std::filesystem::path(o.dir) / "video-chain.csv").string();
-  write_file_atomic(res.csv, csv);
+  files.stage(res.csv, csv);
   auto say = [&](std::string line) {
     std::fprintf(o.out, "  %s\n", line.c_str());
     res.headlines.push_back(std::move(line));
@@ -209,6 +210,7 @@ ReproduceResult video_chain(const ReproduceOptions& o, const std::string& summar
   say("one-block-bsp / fine-grained-async = " + fmt("%.3f", makespans[1] / makespans[0]) +
       "   (published: the comparison is drawn, not given as numbers)");
   say("csv: " + res.csv);
+  files.commit();
   if (o.plot) {
     const std::string png = (std::filesystem::path(o.dir) / "video-chain.png").string();
     std::string cmd = shell_quote(o.plots_dir + "/python.sh") + " " + shell_quote(o.plots_dir + "/timeline.py") + " " +
@@ -282,9 +284,10 @@ ReproduceResult sim_vs_measured(const ReproduceOptions& o, const std::string& su
     per_workload.push_back(w + ": MAPE " + fmt("%.1f%%", r.mape_pct) + " (analytic " +
                            fmt("%.1f%%", r.mape_analytic_pct) + ")");
   }
-  std::filesystem::create_directories(o.dir);
+  OutputBatch files;  // the CSV and traces: all in place before the plots, or none
+  files.add_folder("-o", o.dir);
   res.csv = (std::filesystem::path(o.dir) / "sim-vs-measured.csv").string();
-  write_file_atomic(res.csv, csv);
+  files.stage(res.csv, csv);
   auto say = [&](std::string line) {
     std::fprintf(o.out, "  %s\n", line.c_str());
     res.headlines.push_back(std::move(line));
@@ -298,6 +301,7 @@ ReproduceResult sim_vs_measured(const ReproduceOptions& o, const std::string& su
       "FlexFlow within 30%");
   if (!correct) say("WRONG RESULT in a run: see the correct column");
   say("csv: " + res.csv);
+  files.commit();
   if (o.plot) {
     const std::string png = (std::filesystem::path(o.dir) / "sim-vs-measured.png").string();
     std::string cmd = shell_quote(o.plots_dir + "/python.sh") + " " + shell_quote(o.plots_dir + "/scatter.py") + " " +
@@ -402,9 +406,10 @@ ReproduceResult reproduce(const std::string& name, const ReproduceOptions& o) {
     csv += csv_line(row);
     rows.push_back(std::move(row));
   }
-  std::filesystem::create_directories(o.dir);
+  OutputBatch files;  // the CSV and traces: all in place before the plots, or none
+  files.add_folder("-o", o.dir);
   res.csv = (std::filesystem::path(o.dir) / (name + ".csv")).string();
-  write_file_atomic(res.csv, csv);
+  files.stage(res.csv, csv);
 
   // Headline numbers.
   auto say = [&](std::string line) {
@@ -459,6 +464,7 @@ ReproduceResult reproduce(const std::string& name, const ReproduceOptions& o) {
   }
   say("csv: " + res.csv);
 
+  files.commit();
   if (o.plot) {
     for (const Plot& p : e.plots) {
       const std::string png = (std::filesystem::path(o.dir) / (name + p.suffix + ".png")).string();

@@ -152,10 +152,12 @@ ReproduceResult offload_reproduction(const ReproduceOptions& o, const std::strin
       "- a different system (it splits the optimizer step between CPU and GPU; it does not reorder at run time) and "
       "workload (training, not one inference block), so not a like-for-like figure; TURNIP (arXiv 2405.16283) "
       "reports its gains on other workloads");
-  std::filesystem::create_directories(o.dir);
+  OutputBatch files;  // the CSV and traces: all in place before the plots, or none
+  files.add_folder("-o", o.dir);
   res.csv = (std::filesystem::path(o.dir) / "offload.csv").string();
-  write_file_atomic(res.csv, csv);
+  files.stage(res.csv, csv);
   say("csv: " + res.csv);
+  files.commit();
   if (o.plot) {
     const std::string png = (std::filesystem::path(o.dir) / "offload.png").string();
     const std::string cmd = shell_quote(o.plots_dir + "/python.sh") + " " + shell_quote(o.plots_dir + "/lines.py") + " " +

@@ -84,7 +84,8 @@ ReproduceResult reproduce_fused_collective(const ReproduceOptions& o, const std:
   std::fprintf(o.out, "%s: %s\n  bulk (GEMM, then the collective) against fused (output tiles sent as they finish, "
                "12.5%% occupancy for the communication code), simulated%s\n",
                name.c_str(), summary.c_str(), o.quick ? " (--quick: reduced sizes)" : "");
-  std::filesystem::create_directories(o.dir);
+  OutputBatch files;  // the CSV and traces: all in place before the plots, or none
+  files.add_folder("-o", o.dir);
   ReproduceResult res;
   auto say = [&](std::string line) {
     std::fprintf(o.out, "  %s\n", line.c_str());
@@ -135,8 +136,9 @@ ReproduceResult reproduce_fused_collective(const ReproduceOptions& o, const std:
     }
   }
   res.csv = (std::filesystem::path(o.dir) / (name + ".csv")).string();
-  write_file_atomic(res.csv, csv);
+  files.stage(res.csv, csv);
   say("csv: " + res.csv);
+  files.commit();
   if (o.plot)
     for (const Scale& sc : scales)
       draw(o, res, name, "-" + sc.label,
@@ -173,7 +175,8 @@ ReproduceResult reproduce_overlap_priority(const ReproduceOptions& o, const std:
                "%s: %s\n  communication stream at normal or high priority, without or with %d SMs reserved for it, "
                "simulated with the machine's interference rows%s\n",
                name.c_str(), summary.c_str(), reserved_sms, o.quick ? " (--quick: reduced sizes)" : "");
-  std::filesystem::create_directories(o.dir);
+  OutputBatch files;  // the CSV and traces: all in place before the plots, or none
+  files.add_folder("-o", o.dir);
   ReproduceResult res;
   auto say = [&](std::string line) {
     std::fprintf(o.out, "  %s\n", line.c_str());
@@ -233,8 +236,9 @@ ReproduceResult reproduce_overlap_priority(const ReproduceOptions& o, const std:
   say("the factors are the presets' published defaults (core/machine.h); `tessel calibrate --backend cuda --overlap` "
       "measures them on a GPU");
   res.csv = (std::filesystem::path(o.dir) / (name + ".csv")).string();
-  write_file_atomic(res.csv, csv);
+  files.stage(res.csv, csv);
   say("csv: " + res.csv);
+  files.commit();
   if (o.plot)
     draw(o, res, name, "",
          {"--x", "workload", "--y", "makespan_s", "--group", "config", "--panel", "machine", "--scale-y", "1e3",

@@ -309,17 +309,24 @@ SweepSummary run_sweep(const SweepSpec& spec, const std::string& path, const Swe
              "  file:  ", got, "\n  sweep: ", header.substr(0, header.size() - 1));
       }
       write_header = false;
-      // A row cut short by a sweep killed mid-write: dropped, its point runs again.
+      // Every complete row read (and checked: a row of another width is refused before
+      // the file is touched); a row cut short by a sweep killed mid-write is dropped and
+      // its point runs again.
       const std::size_t last = text.find_last_of('\n');
+      std::istringstream lines(text.substr(eol + 1, last - eol));
+      std::string line;
+      for (std::size_t number = 2; std::getline(lines, line); ++number) {
+        if (line.empty()) continue;
+        const std::vector<std::string> row = parse_csv_line(line, path);
+        if (row.size() != sweep_columns().size())
+          fail("sweep: '", path, "' line ", number, " has ", row.size(), " fields where its header has ",
+               sweep_columns().size(), "; refusing to touch it (mend or delete that line, or give another -o)");
+        done_keys.insert(key_of(row));
+      }
       if (last + 1 != text.size()) {
         std::filesystem::resize_file(path, last + 1);
-        text.resize(last + 1);
         std::fprintf(options.log, "sweep: dropped an incomplete last line of %s\n", path.c_str());
       }
-      std::istringstream lines(text.substr(eol + 1));
-      std::string line;
-      while (std::getline(lines, line))
-        if (!line.empty()) done_keys.insert(key_of(parse_csv_line(line, path)));
     }
   }
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);

@@ -11,15 +11,17 @@ Every case runs in a fresh empty folder holding only its input files. Its outcom
 
   clean error    exit 1 (error in the input), 2 (in the command line) or 3 (out of memory or
                  threads: a request too large for the machine), stderr starting with
-                 "tessel: error:", and no file left behind (the folder holds exactly the
-                 inputs, the -o target does not exist, no *.tmp-tessel)
+                 "tessel: error:", no file left behind (the folder holds exactly the
+                 inputs, the -o target does not exist, no *.tmp-tessel) and every file that
+                 was there unchanged
   success        exit 0, allowed only for cases generated as edge cases, not as certainly
                  bad; an einsum that succeeds must match numpy.einsum, a --json report must
                  not hold negative or NaN byte / flop / time totals, a symlinked output
                  must still be a symlink (written through, not replaced)
   failures:      crash (signal, sanitizer report), hang (over --timeout-s), internal error
                  ("tessel: internal error" or exit 4), unclean error (other exit code or no
-                 prefix), file left, wrong success (exit 0 on a certainly bad input), wrong
+                 prefix), file left, file changed (an error rewrote or removed a file that was
+                 there), wrong success (exit 0 on a certainly bad input), wrong
                  answer (a success that breaks one of the checks above)
 
 Generation is deterministic (seed 15 unless --seed says otherwise). --duration-s S keeps
@@ -62,7 +64,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 
 
 class Case:
-    def __init__(self, name, args, files=None, expect="error", outputs=(), check=None, links=None):
+    def __init__(self, name, args, files=None, expect="error", outputs=(), check=None, links=None, dirs=()):
         self.name = name
         # argv after the binary; paths relative to the case folder (no NUL: argv cannot hold one)
         self.args = [a.replace("\x00", "\x01") for a in args]
@@ -71,6 +73,7 @@ class Case:
         self.outputs = outputs      # output paths the command would write
         self.check = check          # on success: f(folder, stdout) -> None or a failure message
         self.links = links or {}    # name -> symlink target, made in the case folder
+        self.dirs = dirs            # folders made in the case folder before the files
 
 
 # ---- building blocks ---------------------------------------------------------------------
@@ -824,7 +827,80 @@ def output_cases(rng):
                                                         "-m", "m.json", "--compute-model", "analytic",
                                                         "--trace-dir", "file.txt"],
                       {"file.txt": b"keep", "m.json": jdump(BASE_MACHINE)}, "error"))
+    cases += multi_output_cases()
     return cases
+
+
+def multi_output_cases():
+    """Commands that write several files: one that fails after others could be written
+    leaves every file as it was; two outputs, or an output and an input, of one path are
+    refused; a folder that is a file, or cannot be made, is a clean error."""
+    keep = b"keep"
+    chain = ["-w", "chain:size=8", "-d", "2"]
+    export = ["export"] + chain + ["-s", "eindecomp", "-m", "h100-sxm-8"]
+    sim = ["simulate"] + chain + ["-m", "cpu:2"]
+    graph = jdump(BASE_GRAPH)
+    machine = jdump(BASE_MACHINE)
+    compare = ["compare", "-w", "chain:size=8", "-d", "1", "--repeat", "1", "--warmup", "0", "-s", "eindecomp",
+               "--policy", "async", "-m", "m.json", "--compute-model", "analytic"]
+    c = [
+        # A later output fails: the earlier ones, there before, stay as they were.
+        Case("output/export-chakra-into-a-file-keeps-graph-out", export + ["--graph-out", "g.json", "--chakra", "f"],
+             {"g.json": keep, "f": keep}),
+        Case("output/export-chakra-file-is-a-folder-keeps-the-others",
+             export + ["--chakra", "et", "--graph-out", "g.json"], {"g.json": keep, "et/tessel.0.et": keep},
+             dirs=("et", "et/tessel.1.et")),
+        Case("output/export-task-graph-in-a-missing-folder-keeps-graph-out",
+             export + ["--graph-out", "g.json", "--task-graph", "nodir/t.json"], {"g.json": keep}),
+        Case("output/export-chakra-in-a-missing-folder-under-a-file", export + ["--chakra", "f/et"], {"f": keep}),
+        Case("output/simulate-write-machine-fails-keeps-trace",
+             sim + ["--trace", "t.json", "--write-machine", "nodir/m.json"], {"t.json": keep}),
+        Case("output/compare-trace-dir-with-a-folder-in-the-way", compare + ["--trace-dir", "tr"],
+             {"m.json": machine, "tr/eindecomp-async-simulated.json": keep},
+             dirs=("tr", "tr/eindecomp-async-measured.json")),
+        Case("output/reproduce-csv-is-a-folder-keeps-the-traces", ["reproduce", "video-chain", "--quick", "--no-plot",
+                                                                   "-o", "o"],
+             {"o/video-chain-one-block-bsp.json": keep}, dirs=("o", "o/video-chain.csv")),
+        Case("output/reproduce-into-a-file", ["reproduce", "video-chain", "--quick", "--no-plot", "-o", "f"],
+             {"f": keep}),
+        Case("output/reproduce-into-an-empty-name", ["reproduce", "video-chain", "--quick", "--no-plot", "-o", ""]),
+        Case("output/reproduce-plots-dir-missing", ["reproduce", "video-chain", "--quick", "-o", "o",
+                                                    "--plots-dir", "nosuch"]),
+        # Two outputs of one path: one would be lost.
+        Case("output/export-graph-out-and-task-graph-one-path",
+             export + ["--graph-out", "x.json", "--task-graph", "./x.json"], outputs=("x.json",)),
+        Case("output/simulate-trace-and-write-machine-one-path", sim + ["--trace", "y.json", "--write-machine", "y.json"],
+             outputs=("y.json",)),
+        # An output at an input's path: the input would be replaced.
+        Case("output/plan-o-is-the-input-graph", ["plan", "-g", "g.json", "-d", "2", "-s", "eindecomp", "-o", "g.json"],
+             {"g.json": graph}),
+        Case("output/lower-write-decomposition-is-the-input-graph",
+             ["lower", "-g", "g.json", "-d", "2", "--write-decomposition", "g.json"], {"g.json": graph}),
+        Case("output/simulate-trace-is-the-input-machine", sim[:-1] + ["m.json", "--trace", "m.json"],
+             {"m.json": machine}),
+        Case("output/export-graph-out-is-the-input-graph",
+             ["export", "-g", "g.json", "--graph-out", "g.json"], {"g.json": graph}),
+        Case("output/einsum-o-is-an-operand", ["einsum", "ij->ji", "a.npy", "-o", "a.npy"],
+             {"a.npy": npy_bytes("<f4", (2, 3))}),
+        # A folder where an input file belongs.
+        Case("output/machine-is-a-folder", sim[:-1] + ["d.json"], dirs=("d.json",)),
+        Case("output/graph-is-a-folder", ["lower", "-g", "d.json", "-d", "2"], dirs=("d.json",)),
+        Case("output/npy-is-a-folder", ["einsum", "ij->ji", "d.npy", "-o", "c.npy"], dirs=("d.npy",),
+             outputs=("c.npy",)),
+    ]
+    # Options the chosen source has no use for: refused, not ignored.
+    tg = jdump(BASE_TASK_GRAPH)
+    for name, extra in [("strategy", ["-s", "eindecomp"]), ("parts", ["--parts", "2"]),
+                        ("decomposition", ["--decomposition", "nosuch.json"]), ("devices", ["-d", "7"])]:
+        c.append(Case(f"cli/simulate-task-graph-with-{name}", ["simulate", "--task-graph", "tg.json", "-m", "cpu:2"] + extra,
+                      {"tg.json": tg}))
+    for name, extra in [("strategy", ["-s", "bogus"]), ("decomposition", ["--decomposition", "nosuch.json"])]:
+        c.append(Case(f"cli/simulate-collective-with-{name}", ["simulate", "--collective", "allreduce", "--bytes", "1MiB",
+                                                              "-d", "8", "-m", "h100-sxm-8"] + extra))
+    for name, extra in [("dtype", ["--dtype", "bf16"]), ("bytes", ["--bytes", "1MiB"])]:
+        c.append(Case(f"cli/simulate-graph-with-collective-{name}", sim + extra))
+    c.append(Case("cli/reproduce-without-a-name", ["reproduce"]))
+    return c
 
 
 def symlink_kept(name):
@@ -863,12 +939,14 @@ def sanitized(binary):
 
 def run_case(binary, case, timeout_s, keep_root, limit_memory):
     folder = tempfile.mkdtemp(prefix="case-", dir=keep_root)
+    for name in case.dirs:
+        os.makedirs(os.path.join(folder, name), exist_ok=True)
     for name, data in case.files.items():
         with open(os.path.join(folder, name), "wb") as f:
             f.write(data)
     for name, target in case.links.items():
         os.symlink(target, os.path.join(folder, name))
-    before = sorted(os.listdir(folder))
+    before = all_paths(folder)
     env = dict(os.environ)
     # A sanitizer's own exit codes, so that a report is never mistaken for a user error; and
     # no single allocation over 4 GiB (RLIMIT_AS cannot be used beside ASan's shadow memory).
@@ -895,13 +973,36 @@ def run_case(binary, case, timeout_s, keep_root, limit_memory):
     seconds = time.monotonic() - start
     out = out.decode("utf-8", "replace")
     err = err.decode("utf-8", "replace")
-    after = sorted(os.listdir(folder))
+    after = all_paths(folder)
     new = [f for f in after if f not in before]
     verdict, detail = classify(case, rc, out, err, new, folder)
     if verdict in ("clean error", "success"):
         shutil.rmtree(folder, ignore_errors=True)
         folder = None
     return case, verdict, detail, rc, err, seconds, folder
+
+
+def all_paths(folder):
+    """Every file and folder under `folder`, relative to it (links not followed)."""
+    out = []
+    for root, dirs, files in os.walk(folder):
+        for n in dirs + files:
+            out.append(os.path.relpath(os.path.join(root, n), folder))
+    return sorted(out)
+
+
+def changed_inputs(case, folder):
+    """The files the case put there that an error changed or removed (an error loses nothing)."""
+    changed = []
+    for name, data in case.files.items():
+        path = os.path.join(folder, name)
+        try:
+            with open(path, "rb") as f:
+                if f.read() != data:
+                    changed.append(name + " (rewritten)")
+        except OSError:
+            changed.append(name + " (removed)")
+    return changed
 
 
 def classify(case, rc, out, err, new, folder):
@@ -925,9 +1026,12 @@ def classify(case, rc, out, err, new, folder):
         return "success", ""
     left = [f for f in new] + [o for o in case.outputs if o and os.path.lexists(os.path.join(folder, o))
                                and o not in new]
-    left += [f for f in os.listdir(folder) if f.endswith(".tmp-tessel")]
+    left += [f for f in all_paths(folder) if f.endswith(".tmp-tessel")]
     if left:
         return "file left", f"left behind: {sorted(set(left))[:3]}"
+    changed = changed_inputs(case, folder)
+    if changed:
+        return "file changed", f"an error changed files that were there: {changed[:3]}"
     if rc not in USER_ERROR_CODES or not err.startswith(PREFIX):
         return "unclean error", f"exit {rc}: {first[:160]}"
     return "clean error", ""
@@ -991,7 +1095,7 @@ def main():
     took = time.monotonic() - start
 
     kinds = ["clean error", "success", "crash", "hang", "internal error", "unclean error", "file left",
-             "wrong success", "wrong answer"]
+             "file changed", "wrong success", "wrong answer"]
     count = {k: 0 for k in kinds}
     by_surface = {}
     failures = []

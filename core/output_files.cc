@@ -1,0 +1,253 @@
+#include "core/output_files.h"
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/error.h"
+
+namespace tessel {
+
+namespace {
+
+// Writes all of `content` to the open descriptor `fd`; false on any error (errno set).
+bool write_all(int fd, std::string_view content) {
+  std::size_t done = 0;
+  while (done < content.size()) {
+    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+[[noreturn]] void fail_errno(const std::string& path, const char* what) {
+  fail(path, ": ", what, ": ", std::strerror(errno));
+}
+
+// Writes straight into an existing node that is no regular file (a device, a FIFO, a
+// dangling symlink's target): it is opened and written as it is, never replaced.
+void write_through(const std::string& path, std::string_view content) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) fail_errno(path, "cannot open for writing");
+  const bool ok = write_all(fd, content);
+  const int saved = errno;
+  if (::close(fd) != 0 && ok) fail_errno(path, "write failed");
+  errno = saved;
+  if (!ok) fail_errno(path, "write failed");
+}
+
+// Writes `content` to PATH.tmp-tessel and returns that name; on failure removes it and
+// fails naming `path`.
+std::string write_beside(const std::string& path, std::string_view content) {
+  std::string tmp = path + ".tmp-tessel";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) fail_errno(path, "cannot open for writing");
+  bool ok = write_all(fd, content);
+  int saved = errno;
+  if (::close(fd) != 0 && ok) {
+    ok = false;
+    saved = errno;
+  }
+  if (!ok) {
+    std::remove(tmp.c_str());
+    errno = saved;
+    fail_errno(path, "write failed");
+  }
+  return tmp;
+}
+
+// Where `path` is written: a symlink's regular target (resolved), else the path itself;
+// `through` is set for what cannot be replaced by a rename (stdout, a device, a FIFO, a
+// socket, a dangling link).
+std::string write_target(const std::string& path, bool* through) {
+  *through = false;
+  if (path == "-") {
+    *through = true;
+    return path;
+  }
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return path;  // a new file
+  if (S_ISDIR(st.st_mode)) fail(path, ": is a directory");
+  if (S_ISLNK(st.st_mode)) {
+    char resolved[PATH_MAX];
+    if (::realpath(path.c_str(), resolved) == nullptr) {
+      *through = true;  // dangling: its target is created through the link
+      return path;
+    }
+    return write_target(resolved, through);
+  }
+  if (!S_ISREG(st.st_mode)) *through = true;
+  return path;
+}
+
+// The key two paths of one file share: absolute, `.`/`..` and links of the existing part
+// resolved.
+std::string same_file_key(const std::string& path) {
+  if (path == "-") return path;
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::weakly_canonical(std::filesystem::absolute(path, ec), ec);
+  if (ec) return std::filesystem::absolute(path).lexically_normal().string();
+  return p.string();
+}
+
+}  // namespace
+
+void check_can_write(const std::string& path) {
+  if (path.empty()) fail("output path is empty");
+  if (path == "-") return;
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) fail(path, ": is a directory");
+    if (!S_ISREG(st.st_mode)) return;  // a link, device, FIFO or socket: written through
+  }
+  const std::string tmp = path + ".tmp-tessel";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) fail_errno(path, "cannot open for writing");
+  ::close(fd);
+  std::remove(tmp.c_str());
+}
+
+void write_file_atomic(const std::string& path, std::string_view content) {
+  if (path.empty()) fail("output path is empty");
+  if (path == "-") {  // standard output
+    std::fflush(stdout);
+    if (!write_all(STDOUT_FILENO, content)) fail_errno("standard output", "write failed");
+    return;
+  }
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) fail(path, ": is a directory");
+    if (S_ISLNK(st.st_mode)) {
+      // A symlink is written through: the file it names is written (atomically when it
+      // is a regular file), the link stays.
+      char resolved[PATH_MAX];
+      if (::realpath(path.c_str(), resolved) != nullptr) return write_file_atomic(resolved, content);
+      return write_through(path, content);  // a dangling link: create its target
+    }
+    if (!S_ISREG(st.st_mode)) return write_through(path, content);  // device, FIFO, socket
+  }
+  // A regular file or a new one: write a temporary beside it, then rename it into place,
+  // so that a failed write leaves the old file (or none), never a partial one.
+  const std::string tmp = write_beside(path, content);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int saved = errno;
+    std::remove(tmp.c_str());
+    errno = saved;
+    fail_errno(path, "cannot move the finished file into place");
+  }
+}
+
+OutputBatch::OutputBatch(std::vector<std::pair<std::string, std::string>> inputs) {
+  std::error_code ec;  // a name that is no file (a machine preset, say) is no input file
+  for (auto& [option, path] : inputs)
+    if (!path.empty() && path != "-" && std::filesystem::exists(path, ec)) claim(option, path, /*input=*/true);
+}
+
+OutputBatch::~OutputBatch() {
+  if (committed_) return;
+  for (const Staged& s : staged_)
+    if (!s.temporary.empty() && !s.placed) std::remove(s.temporary.c_str());
+  std::error_code ec;  // a folder that holds anything stays
+  for (auto it = created_.rbegin(); it != created_.rend(); ++it) std::filesystem::remove(*it, ec);
+}
+
+void OutputBatch::claim(std::string_view option, const std::string& path, bool input) {
+  const std::string key = same_file_key(path);
+  for (const Claim& c : claimed_) {
+    if (c.key != key) continue;
+    if (c.input)
+      fail(option, " ", path, ": the same file as the input ", c.option, " ", c.path,
+           ", which a failed or finished run would overwrite; write the output elsewhere");
+    fail(option, " ", path, ": the same file as ", c.option, " ", c.path, "; give each output its own path");
+  }
+  claimed_.push_back({std::string(option), path, key, input});
+}
+
+bool OutputBatch::declared(const std::string& path) const {
+  const std::string key = same_file_key(path);
+  for (const Claim& c : claimed_)
+    if (!c.input && c.key == key) return true;
+  return false;
+}
+
+void OutputBatch::add(std::string_view option, const std::string& path) {
+  if (path.empty()) return;
+  check_can_write(path);
+  claim(option, path, /*input=*/false);
+}
+
+void OutputBatch::add_folder(std::string_view option, const std::string& dir) {
+  if (dir.empty()) fail(option, ": the folder name is empty");
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) fail(option, " ", dir, ": exists and is not a folder");
+  } else {
+    // The folders that do not exist yet, outermost first, so that a failed batch removes
+    // exactly those it made.
+    std::vector<std::filesystem::path> missing;
+    std::error_code ec;
+    for (std::filesystem::path p = std::filesystem::absolute(dir, ec).lexically_normal();
+         !p.empty() && !std::filesystem::exists(p, ec); p = p.parent_path()) {
+      missing.insert(missing.begin(), p);
+      if (p == p.parent_path()) break;
+    }
+    for (const auto& p : missing) {
+      if (!std::filesystem::create_directory(p, ec) && ec)
+        fail(option, " ", dir, ": cannot create the folder ", p.string(), ": ", ec.message());
+      created_.push_back(p.string());
+    }
+  }
+  check_can_write((std::filesystem::path(dir) / ".tessel-write-check").string());
+  folders_.emplace_back(std::string(option), same_file_key(dir));
+}
+
+void OutputBatch::stage(const std::string& path, std::string_view content) {
+  if (!declared(path)) {
+    const std::string parent = same_file_key(std::filesystem::path(path).parent_path().empty()
+                                                 ? std::string(".")
+                                                 : std::filesystem::path(path).parent_path().string());
+    const std::string* option = nullptr;
+    for (const auto& [o, key] : folders_)
+      if (key == parent) option = &o;
+    if (option == nullptr) fail("internal: output ", path, " was not declared to its batch");
+    claim(*option, path, /*input=*/false);  // an input of the same path stays refused
+  }
+  bool through = false;
+  const std::string target = write_target(path, &through);
+  for (Staged& s : staged_)
+    if (s.path == target) {  // staged again: the newer content
+      if (through) s.content = std::string(content);
+      else write_beside(target, content);
+      return;
+    }
+  Staged s;
+  s.path = target;
+  if (through) s.content = std::string(content);
+  else s.temporary = write_beside(target, content);
+  staged_.push_back(std::move(s));
+}
+
+void OutputBatch::commit() {
+  for (Staged& s : staged_) {
+    if (s.temporary.empty()) continue;
+    if (std::rename(s.temporary.c_str(), s.path.c_str()) != 0) fail_errno(s.path, "cannot move the finished file into place");
+    s.placed = true;
+  }
+  for (Staged& s : staged_)
+    if (s.temporary.empty()) write_file_atomic(s.path, s.content);
+  committed_ = true;
+}
+
+}  // namespace tessel

@@ -1,0 +1,161 @@
+// OutputBatch: a command's output files land together or not at all; two outputs, or an
+// output and an input, of one path are refused before any work.
+#include "core/output_files.h"
+
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "core/error.h"
+#include "core/io.h"
+#include "tests/support/error_of.h"
+
+namespace tessel {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::error_of;
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+fs::path scratch_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / (name + "_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+std::vector<std::string> names_in(const fs::path& d) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(d)) out.push_back(fs::relative(e.path(), d).string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(OutputBatch, NothingIsInPlaceBeforeCommitAndEverythingAfter) {
+  fs::path d = scratch_dir("batch_commit");
+  write_file_atomic((d / "a.json").string(), "old a");
+  OutputBatch out;
+  out.add("--first", (d / "a.json").string());
+  out.add("--second", (d / "b.json").string());
+  out.stage((d / "a.json").string(), "new a");
+  out.stage((d / "b.json").string(), "new b");
+  EXPECT_EQ(slurp(d / "a.json"), "old a");
+  EXPECT_FALSE(fs::exists(d / "b.json"));
+  out.commit();
+  EXPECT_EQ(slurp(d / "a.json"), "new a");
+  EXPECT_EQ(slurp(d / "b.json"), "new b");
+  EXPECT_EQ(names_in(d), (std::vector<std::string>{"a.json", "b.json"}));
+  fs::remove_all(d);
+}
+
+TEST(OutputBatch, AFailureBeforeCommitLeavesEveryFileAsItWas) {
+  fs::path d = scratch_dir("batch_fail");
+  write_file_atomic((d / "keep.json").string(), "kept");
+  EXPECT_THROW(
+      {
+        OutputBatch out;
+        out.add("--graph-out", (d / "keep.json").string());
+        out.add("--task-graph", (d / "new.json").string());
+        out.add_folder("--chakra", (d / "et" / "deeper").string());
+        out.stage((d / "keep.json").string(), "replaced");
+        out.stage((d / "et" / "deeper" / "tessel.0.et").string(), "trace");
+        throw Error("the third output failed");
+      },
+      Error);
+  EXPECT_EQ(slurp(d / "keep.json"), "kept");
+  // No temporary, no new file, and the folders the batch made are gone again.
+  EXPECT_EQ(names_in(d), (std::vector<std::string>{"keep.json"}));
+  fs::remove_all(d);
+}
+
+TEST(OutputBatch, AFolderThatExistedOrHoldsOtherFilesStays) {
+  fs::path d = scratch_dir("batch_folder");
+  fs::create_directories(d / "traces");
+  write_file_atomic((d / "traces" / "old.json").string(), "old");
+  {
+    OutputBatch out;
+    out.add_folder("--trace-dir", (d / "traces").string());
+    out.stage((d / "traces" / "row-simulated.json").string(), "{}");
+  }
+  EXPECT_EQ(names_in(d), (std::vector<std::string>{"traces", "traces/old.json"}));
+  fs::remove_all(d);
+}
+
+TEST(OutputBatch, TwoOutputsOfOnePathAreRefusedNamingBothOptions) {
+  fs::path d = scratch_dir("batch_same");
+  OutputBatch out;
+  out.add("--trace", (d / "x.json").string());
+  std::string e = error_of([&] { out.add("--write-machine", (d / "." / "x.json").string()); });
+  EXPECT_NE(e.find("--write-machine"), std::string::npos) << e;
+  EXPECT_NE(e.find("the same file as --trace"), std::string::npos) << e;
+  fs::remove_all(d);
+}
+
+TEST(OutputBatch, AnOutputAtAnInputsPathIsRefused) {
+  fs::path d = scratch_dir("batch_input");
+  write_file_atomic((d / "g.json").string(), "graph");
+  OutputBatch out({{"-g", (d / "g.json").string()}, {"-m", ""}});
+  std::string e = error_of([&] { out.add("-o", (d / "g.json").string()); });
+  EXPECT_NE(e.find("the same file as the input -g"), std::string::npos) << e;
+  // Through a symlink too.
+  fs::create_symlink(d / "g.json", d / "link.json");
+  e = error_of([&] { out.add("-o", (d / "link.json").string()); });
+  EXPECT_NE(e.find("the same file as the input -g"), std::string::npos) << e;
+  EXPECT_EQ(slurp(d / "g.json"), "graph");
+  fs::remove_all(d);
+}
+
+TEST(OutputBatch, AFolderThatIsAFileIsAnErrorNamingTheOption) {
+  fs::path d = scratch_dir("batch_notdir");
+  write_file_atomic((d / "f").string(), "x");
+  OutputBatch out;
+  std::string e = error_of([&] { out.add_folder("--chakra", (d / "f").string()); });
+  EXPECT_NE(e.find("--chakra"), std::string::npos) << e;
+  EXPECT_NE(e.find("exists and is not a folder"), std::string::npos) << e;
+  e = error_of([&] { out.add_folder("-o", (d / "f" / "sub").string()); });
+  EXPECT_NE(e.find("cannot create the folder"), std::string::npos) << e;
+  e = error_of([&] { out.add_folder("-o", ""); });
+  EXPECT_NE(e.find("-o: the folder name is empty"), std::string::npos) << e;
+  fs::remove_all(d);
+}
+
+TEST(OutputBatch, ASymlinkedOutputStaysALinkAndItsTargetIsReplaced) {
+  fs::path d = scratch_dir("batch_link");
+  write_file_atomic((d / "target.json").string(), "old");
+  fs::create_symlink(d / "target.json", d / "link.json");
+  OutputBatch out;
+  out.add("-o", (d / "link.json").string());
+  out.stage((d / "link.json").string(), "new");
+  out.commit();
+  EXPECT_TRUE(fs::is_symlink(d / "link.json"));
+  EXPECT_EQ(slurp(d / "target.json"), "new");
+  fs::remove_all(d);
+}
+
+TEST(OutputBatch, AFileOutsideEveryDeclaredPlaceIsAnInternalError) {
+  fs::path d = scratch_dir("batch_undeclared");
+  OutputBatch out;
+  EXPECT_NE(error_of([&] { out.stage((d / "stray.json").string(), "x"); }).find("not declared"), std::string::npos);
+  EXPECT_TRUE(names_in(d).empty());
+  fs::remove_all(d);
+}
+
+TEST(ReadFile, ADirectoryIsNamedAsOne) {
+  fs::path d = scratch_dir("read_dir");
+  EXPECT_NE(error_of([&] { (void)read_file(d.string()); }).find("is a directory, not a file"), std::string::npos);
+  fs::remove_all(d);
+}
+
+}  // namespace
+}  // namespace tessel
