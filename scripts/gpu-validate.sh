@@ -233,7 +233,8 @@ stage_calibrate() {
   # chain:size=4096,dtype=bf16: GEMMs of ~0.2 ms whose moves (8-32 MiB) run beside them,
   # the row whose simulation the interference rows change most (data-parallel 0.49 ms
   # with the 2026-11-28 rows against 0.42 ms without interference); its reference check
-  # takes ~20 s on 16 cores since the reference runs on every core.
+  # took 96 s on the 2 cores of the machine that builds the bundle (2026-12-07, the
+  # reference on every core), so some 12-25 s on the GPU machine's 16.
   for w in ${OVERLAP_WORKLOADS:-llama-block:model=tiny,seq=256 chain:size=4096,dtype=bf16 chain:size=1024}; do
     name=$(echo "$w" | tr ':,=' '___')
     step "overlap rows $w" "$work/overlap-$name.log" \
