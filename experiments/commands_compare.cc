@@ -109,7 +109,7 @@ void add_calibrate(CLI::App& app) {
       write_file_atomic(o->out, to_json(m).dump(2) + "\n");
       if (o->out == "-") return;  // the machine went to stdout in place of the report
       if (o->json_out) {
-        j["machine"] = o->out;
+        j["machine_file"] = o->out;
         print_json(j);
       } else {
         std::printf("wrote %s (%d devices)\n", o->out.c_str(), m.num_devices());
@@ -123,7 +123,7 @@ void add_calibrate(CLI::App& app) {
       write_file_atomic(o->out, to_json(m).dump(2) + "\n");
       if (o->out == "-") return;
       if (o->json_out) {
-        j["machine"] = o->out;
+        j["machine_file"] = o->out;
         print_json(j);
       } else {
         std::printf("wrote %s (%d devices)\n", o->out.c_str(), m.num_devices());
@@ -139,7 +139,7 @@ void add_calibrate(CLI::App& app) {
     if (o->out == "-") return;  // the machine went to stdout in place of the report
     if (o->json_out) {
       json j = runtime::to_json(c);
-      j["machine"] = o->out;
+      j["machine_file"] = o->out;
       print_json(j);
     } else {
       std::printf("wrote %s (%d devices)\n", o->out.c_str(), devices);

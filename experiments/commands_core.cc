@@ -116,8 +116,8 @@ void add_lower(CLI::App& app) {
       json j = summary_json(tg);
       j["graph"] = o->graph.describe();
       j["nodes"] = g.size();
-      j["lower_seconds"] = lower_s;
-      j["tasks_per_second"] = lower_s > 0 ? static_cast<double>(tg.size()) / lower_s : 0.0;
+      j["lower_wall_s"] = lower_s;
+      j["tasks_per_s"] = lower_s > 0 ? static_cast<double>(tg.size()) / lower_s : 0.0;
       print_json(j);
       return;
     }
@@ -244,7 +244,7 @@ void add_einsum(CLI::App& app) {
       j["parts"] = d.plan(e).partition.parts();
       j["output"] = o->out;
       j["shape"] = r.outputs.at("result").shape;
-      j["run_seconds"] = run_s;
+      j["run_wall_s"] = run_s;
       j["check"] = check;
       print_json(j);
     }
@@ -391,15 +391,15 @@ void add_run(CLI::App& app) {
       j["copy_lane"] = copy_lane_json(o->backend, copy_lane);
       j["copy_lane_cores_shared"] =
           o->backend == "cpu" ? json(copy_lane_cores_shared(copy_lane, d.num_devices)) : json(nullptr);
-      j["lower_seconds"] = lower_s;
-      j["reference_seconds"] = ref_s;
+      j["lower_wall_s"] = lower_s;
+      j["reference_wall_s"] = ref_s;
       j["measured_s"] = run_s;
       j["measured_all_s"] = times;
       j["graph_s"] = graph_s;
       // --backend cuda --launch graph: the same graph without per-task marks, timed whole.
       j["graph_unmarked_s"] = r.unmarked_span_s >= 0 ? json(r.unmarked_span_s) : json(nullptr);
-      j["graph_flop_rate"] = graph_s > 0 ? s.flops / graph_s : 0.0;
-      j["flop_rate"] = run_s > 0 ? s.flops / run_s : 0.0;
+      j["graph_flops_per_s"] = graph_s > 0 ? s.flops / graph_s : 0.0;
+      j["flops_per_s"] = run_s > 0 ? s.flops / run_s : 0.0;
       j["check"] = check;
       j["pass"] = ok;
       if (capped) {

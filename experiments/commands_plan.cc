@@ -23,9 +23,13 @@ json search_json(const planner::SearchReport& r, const SearchOptions& o) {
   json moves = json::object();
   for (const auto& [kind, m] : r.moves)
     moves[kind] = {{"tried", m.tried}, {"accepted", m.accepted}, {"improved", m.improved}, {"gain_s", m.gain_s}};
+  // Strategy names are values ("split-largest"), so the starts are lists, not objects keyed by them.
+  json starts = json::array(), stopped = json::array();
+  for (const auto& [strategy, s] : r.starts) starts.push_back({{"strategy", strategy}, {"makespan_s", s}});
+  for (const auto& [strategy, s] : r.starts_stopped) stopped.push_back({{"strategy", strategy}, {"stopped_at_s", s}});
   return {{"start_strategy", r.start_strategy}, {"start_makespan_s", r.start_makespan_s},
-          {"final_makespan_s", r.final_makespan_s}, {"starts_makespan_s", r.starts},
-          {"starts_stopped_at_s", r.starts_stopped}, {"starts_too_large", r.starts_too_large},
+          {"final_makespan_s", r.final_makespan_s}, {"starts", starts},
+          {"starts_stopped", stopped}, {"starts_too_large", r.starts_too_large},
           {"max_tasks", r.max_tasks}, {"simulations", r.evaluations},
           {"simulations_stopped_by_bound", r.stopped_by_bound}, {"simulations_too_large", r.too_large}, {"elapsed_s", r.elapsed_s}, {"budget_s", o.budget_s},
           {"seed", o.seed}, {"budget_reached", r.budget_reached}, {"moves", moves}};
@@ -152,7 +156,7 @@ void add_plan_commands(CLI::App& app) {
                   {"flops_per_byte", planner::flops_per_byte(po)},
                   {"cost", total},
                   {"cost_by_kind", {{"join", join}, {"aggregation", agg}, {"repartition", rep}}},
-                  {"plan_seconds", plan_s},
+                  {"plan_wall_s", plan_s},
                   {"nodes", nodes}};
       if (p.search) j["search"] = search_json(*p.search, o->search);
       print_json(j);

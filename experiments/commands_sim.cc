@@ -332,8 +332,8 @@ void run_simulate(const Opts& o) {
     j["collective"] = std::string(sim::to_string(coll));
     j["bytes"] = coll_bytes;
     j["ranks"] = o.dec.devices;
-    j["algbw_GBps"] = algbw;
-    j["busbw_GBps"] = busbw;
+    j["algbw_bytes_per_s"] = algbw * 1e9;  // nccl-tests prints GB/s; JSON keeps bytes/s
+    j["busbw_bytes_per_s"] = busbw * 1e9;
     j["algorithm"] = std::string(sim::to_string(plan.spec.algorithm));
     j["slices"] = plan.spec.slices;
     j["comm_channels"] = so.comm_channels;
@@ -349,8 +349,8 @@ void run_simulate(const Opts& o) {
                      {"time_s", e.time_s}});
     j["tuner_estimates"] = est;
     if (auto pub = sim::published_busbw(coll, o.dec.devices, m))
-      j["published_busbw"] = {{"low_GBps", pub->low_GBps},
-                              {"high_GBps", pub->high_GBps},
+      j["published_busbw"] = {{"low_bytes_per_s", pub->low_GBps * 1e9},
+                              {"high_bytes_per_s", pub->high_GBps * 1e9},
                               {"system", std::string(pub->system)},
                               {"source", std::string(pub->source)}};
   }

@@ -268,13 +268,13 @@ nlohmann::json memory_cap_json(const MemoryCapped& c) {
           {"prefetch", std::string(to_string(c.prefetch))},
           {"offload_order", std::string(to_string(c.offload_order))}};
   if (!c.tried.empty()) {
-    nlohmann::json t = nlohmann::json::object();
-    for (const auto& [r, s] : c.tried) t[std::string(to_string(r))] = s;
-    j["prefetch_makespan_s"] = t;
+    nlohmann::json t = nlohmann::json::array();  // rule names are values, not keys
+    for (const auto& [r, s] : c.tried) t.push_back({{"prefetch", std::string(to_string(r))}, {"makespan_s", s}});
+    j["prefetch_tried"] = t;
   }
   if (!c.skipped.empty()) {
-    nlohmann::json t = nlohmann::json::object();
-    for (const auto& [r, why] : c.skipped) t[std::string(to_string(r))] = why;
+    nlohmann::json t = nlohmann::json::array();
+    for (const auto& [r, why] : c.skipped) t.push_back({{"prefetch", std::string(to_string(r))}, {"error", why}});
     j["prefetch_skipped"] = t;
   }
   j["memory_plan_wall_s"] = c.plan_wall_s;

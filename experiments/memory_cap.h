@@ -134,9 +134,9 @@ struct CappedSimulation {
 // memory_cap_bytes, uncapped_peak_bytes, planned_peak_bytes (per device; uncapped: tasks
 // one at a time in the planner's order), evicts, loads, drops, host_inputs, bytes_evicted, bytes_loaded,
 // host_bytes, prefetch (the rule), offload_order (free or fixed), memory_plan_wall_s (planning time, summed over the
-// rules planned), and with "fastest" prefetch_makespan_s (rule → the makespan its plan
-// simulated to in free order) and, when a
-// rule's plan failed, prefetch_skipped (rule → error).
+// rules planned), and with "fastest" prefetch_tried ([{prefetch, makespan_s}]: each rule and
+// the makespan its plan simulated to in free order) and, when a rule's plan failed,
+// prefetch_skipped ([{prefetch, error}]).
 [[nodiscard]] nlohmann::json memory_cap_json(const MemoryCapped& c);
 
 // Lines: the cap, the uncapped peak (largest device), evicts and loads with their bytes;

@@ -67,7 +67,7 @@ def main(out):
             continue
         runs.append({"run": name, "graph": j.get("graph"), "pass": j.get("pass"), "graph_s": j.get("graph_s"),
                      "graph_unmarked_s": j.get("graph_unmarked_s"),
-                     "measured_s": j.get("measured_s"), "graph_flop_rate": j.get("graph_flop_rate"),
+                     "measured_s": j.get("measured_s"), "graph_flops_per_s": j.get("graph_flops_per_s"),
                      "worst_normwise_error": max((c["normwise_rel_error"] for c in j.get("check", [])), default=None)})
     summary["runs"] = runs
 

@@ -86,11 +86,11 @@ nlohmann::json to_json(const SimResult& r, const Machine& m) {
   json over = json::array();
   for (const MemoryOverflow& o : r.over_capacity)
     over.push_back({{"device", o.device.value},
-                    {"capacity_bytes", o.capacity_bytes},
-                    {"peak_bytes", o.peak_bytes},
+                    {"memory_capacity_bytes", o.capacity_bytes},
+                    {"peak_memory_bytes", o.peak_bytes},
                     {"excess_bytes", o.excess_bytes},
                     {"first_exceeded_s", o.first_exceeded_s},
-                    {"peak_time_s", o.peak_time_s}});
+                    {"peak_memory_time_s", o.peak_time_s}});
   json path = json::array();
   for (TaskId t : r.critical_path) path.push_back(t.value);
   return {{"network", r.network},

@@ -19,7 +19,7 @@ TEST(PlanCli, JsonHasTheIssueFieldsAndTheWrittenDecompositionLowers) {
   auto r = run_tessel("plan -w llama-block:model=7b -d 8 -s eindecomp --json -o " + out.string());
   ASSERT_EQ(r.status, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
-  for (const char* key : {"strategy", "devices", "cost", "plan_seconds", "nodes"}) EXPECT_TRUE(j.contains(key)) << key;
+  for (const char* key : {"strategy", "devices", "cost", "plan_wall_s", "nodes"}) EXPECT_TRUE(j.contains(key)) << key;
   EXPECT_EQ(j["devices"], 8);
   double sum = 0;
   for (const auto& n : j["nodes"]) {

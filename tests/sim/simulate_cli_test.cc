@@ -51,13 +51,13 @@ TEST(SimulateCli, CollectiveReportsAlgbwAndBusbw) {
   Result r = tessel("simulate --collective allreduce --bytes 64MiB -d 8 -m h100-sxm-8 --json");
   ASSERT_EQ(r.status, 0) << r.output;
   auto j = nlohmann::json::parse(r.output);
-  const double algbw = j["algbw_GBps"].get<double>(), busbw = j["busbw_GBps"].get<double>();
-  EXPECT_DOUBLE_EQ(algbw, 64.0 * 1024 * 1024 / j["makespan_s"].get<double>() / 1e9);
+  const double algbw = j["algbw_bytes_per_s"].get<double>(), busbw = j["busbw_bytes_per_s"].get<double>();
+  EXPECT_DOUBLE_EQ(algbw, 64.0 * 1024 * 1024 / j["makespan_s"].get<double>());
   EXPECT_DOUBLE_EQ(busbw, algbw * 2 * 7 / 8);
-  EXPECT_LE(busbw, 450.0);  // one NVLink direction per rank
+  EXPECT_LE(busbw, 450e9);  // one NVLink direction per rank
   EXPECT_EQ(j["algorithm"], "ring");
   EXPECT_FALSE(j["tuner_estimates"].empty());
-  EXPECT_EQ(j["published_busbw"]["low_GBps"], 460);
+  EXPECT_EQ(j["published_busbw"]["low_bytes_per_s"], 460e9);
   EXPECT_NE(j["published_busbw"]["source"].get<std::string>().find("nccl-tests"), std::string::npos);
 }
 
