@@ -23,7 +23,8 @@ def rows(doc):
 
 
 def label(p):
-    mech = "copy engine" if p["mechanism"] == "copy_engine" else "SM kernels"
+    # comm_mechanism since 2026-12-07; "mechanism" in files written before (2026-11-28's lease)
+    mech = "copy engine" if p.get("comm_mechanism", p.get("mechanism")) == "copy_engine" else "SM kernels"
     sms = f", {p['comm_sms']} SMs" if p["comm_sms"] else ""
     return f"{mech}\n{p['comm_priority']}{sms}"
 
@@ -53,7 +54,7 @@ def main(argv):
     ax2.set_xticklabels([label(p) for p in points], fontsize=7)
     ax2.set_ylabel("ideal overlap captured (%)")
     ax2.set_ylim(0, 100)
-    fig.suptitle(a.title or f"compute/communication overlap on {o.get('device', 'the GPU')}")
+    fig.suptitle(a.title or f"compute/communication overlap on {o.get('device_name', o.get('device', 'the GPU'))}")
     fig.tight_layout()
     common.save(fig, a.png)
 

@@ -188,7 +188,7 @@ def main(out):
     if summary["overlap_points"]:
         p("\noverlap (GEMM stream + communication stream on one GPU): slowdowns while both run, total vs serial / perfect")
         for q in summary["overlap_points"]:
-            p(f"  {q['mechanism']:<12} {q['comm_priority']:<6} sms {q['comm_sms']:>3}  compute x{q['compute_slowdown']:.3f}"
+            p(f"  {q.get('comm_mechanism', q.get('mechanism')):<12} {q['comm_priority']:<6} sms {q['comm_sms']:>3}  compute x{q['compute_slowdown']:.3f}"
               f"  comm x{q['comm_slowdown']:.3f}  total {1e3 * q['total_s']:8.2f} ms  serial {1e3 * q['serial_s']:8.2f}"
               f"  perfect {1e3 * q['perfect_overlap_s']:8.2f}  captured {100 * q['overlap_captured']:5.1f}%")
     for r in summary["overlap_rows"]:

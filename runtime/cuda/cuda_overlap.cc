@@ -266,7 +266,7 @@ Interference interference_from_overlap(const OverlapCalibration& c, const std::s
 nlohmann::json to_json(const OverlapCalibration& c) {
   nlohmann::json pts = nlohmann::json::array();
   for (const OverlapPoint& p : c.points)
-    pts.push_back({{"mechanism", p.mechanism},
+    pts.push_back({{"comm_mechanism", p.mechanism},
                    {"comm_priority", p.priority},
                    {"comm_sms", p.comm_sms},
                    {"compute_alone_s", p.compute_alone_s},
@@ -279,7 +279,7 @@ nlohmann::json to_json(const OverlapCalibration& c) {
                    {"serial_s", p.serial_s},
                    {"perfect_overlap_s", p.perfect_s},
                    {"overlap_captured", p.overlap_captured}});
-  return {{"device", c.device_name}, {"driver", c.driver_version}, {"sm_count", c.sm_count}, {"points", pts}};
+  return {{"device_name", c.device_name}, {"driver_version", c.driver_version}, {"sm_count", c.sm_count}, {"points", pts}};
 }
 
 }  // namespace tessel::runtime
