@@ -78,11 +78,19 @@ void DecompositionOptions::add(CLI::App& app, bool with_devices) {
 }
 
 void SearchOptions::add(CLI::App& app, bool with_seed) {
-  app.add_option("--budget-s", budget_s, "-s search: wall-clock budget in seconds (the starts are simulated first)")
-      ->capture_default_str()
+  app.add_option("--budget-s", budget_s,
+                 "-s search: wall-clock budget in seconds (default 30; none with --budget-simulations). A search the "
+                 "clock stops depends on how far it got (eindecomp's refinement of its start included): JSON "
+                 "search.budget_reached")
       ->check(CLI::Range(1e-3, 1e6));
+  app.add_option("--budget-simulations", budget_simulations,
+                 "-s search: stop after N simulations, the starts' included (every start is simulated): the same "
+                 "--seed and N give the same plan, bit for bit, on any machine (without --budget-s no clock applies)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
   if (with_seed)
-    app.add_option("--seed", seed, "random seed of -s search (same seed, same simulations: same plan); `run`: also of the random inputs")
+    app.add_option("--seed", seed,
+                   "random seed of -s search (same seed and --budget-simulations: same plan); `run`: also of the "
+                   "random inputs")
       ->capture_default_str();
 }
 
@@ -222,7 +230,8 @@ Decomposition decompose(const Graph& g, const std::string& strategy, int devices
   o.devices = devices;
   o.weights = planner::parse_weights(weights);
   if (machine && machine->num_devices() >= devices) o.machine = *machine;
-  o.budget_s = search.budget_s;
+  o.budget_s = search.effective_budget_s();
+  o.search_evaluations = search.budget_simulations;
   o.seed = search.seed;
   o.progress = print_search_progress;
   planner::Plan p = planner::plan(g, strategy, o);

@@ -50,10 +50,16 @@ struct GraphOptions {
 
 // What `-s search` reads beside -s: --budget-s SECONDS, --seed N (planner/search.h).
 struct SearchOptions {
-  double budget_s = 30;
+  double budget_s = 0;  // 0: not given (30 s, or none with budget_simulations)
   std::uint64_t seed = 1;
+  std::int64_t budget_simulations = 0;  // --budget-simulations N (0: none)
   // with_seed false: the command has its own --seed (compare's inputs) and passes it on.
   void add(CLI::App& app, bool with_seed = true);
+  // The wall-clock budget in force: --budget-s as given; without it 30 s, or none (1e6 s)
+  // when a simulation count bounds the search.
+  [[nodiscard]] double effective_budget_s() const {
+    return budget_s > 0 ? budget_s : (budget_simulations > 0 ? 1e6 : 30.0);
+  }
 };
 
 // -d N, -s STRATEGY | --parts SPEC | --decomposition FILE, --weights resident|fetched,

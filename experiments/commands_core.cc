@@ -59,6 +59,11 @@ void add_workloads(CLI::App& app) {
   auto* cmd = app.add_subcommand("workloads", "list the built-in workloads and their parameters");
   auto json_out = std::make_shared<bool>(false);
   cmd->add_flag("--json", *json_out, "machine-readable output");
+  cmd->footer(
+      "Examples:\n"
+      "  tessel workloads\n"
+      "  tessel workloads --json | python3 -c 'import json,sys; print([w[\"name\"] for w in json.load(sys.stdin)])'\n"
+      "  tessel simulate -w llama-block:model=7b,seq=2048 -d 8 -s eindecomp -m h100-sxm-8   (NAME:key=value,...)");
   cmd->callback([json_out] {
     if (*json_out) {
       json list = json::array();

@@ -31,7 +31,8 @@ json search_json(const planner::SearchReport& r, const SearchOptions& o) {
           {"final_makespan_s", r.final_makespan_s}, {"starts", starts},
           {"starts_stopped", stopped}, {"starts_too_large", r.starts_too_large},
           {"max_tasks", r.max_tasks}, {"simulations", r.evaluations},
-          {"simulations_stopped_by_bound", r.stopped_by_bound}, {"simulations_too_large", r.too_large}, {"elapsed_s", r.elapsed_s}, {"budget_s", o.budget_s},
+          {"simulations_stopped_by_bound", r.stopped_by_bound}, {"simulations_too_large", r.too_large}, {"elapsed_s", r.elapsed_s}, {"budget_s", o.effective_budget_s()},
+          {"budget_simulations", o.budget_simulations},
           {"seed", o.seed}, {"budget_reached", r.budget_reached}, {"moves", moves}};
 }
 
@@ -113,7 +114,8 @@ void add_plan_commands(CLI::App& app) {
     po.dtype = parse_dtype(o->dtype, "--dtype");
     po.weights = planner::parse_weights(o->weights);
     if (!o->machine.empty()) po.machine = load_machine(o->machine);
-    po.budget_s = o->search.budget_s;
+    po.budget_s = o->search.effective_budget_s();
+    po.search_evaluations = o->search.budget_simulations;
     po.seed = o->search.seed;
     po.progress = print_search_progress;
     auto t0 = std::chrono::steady_clock::now();

@@ -332,7 +332,7 @@ class Search final : public Strategy {
   std::string name() const override { return "search"; }
   std::string help() const override {
     return "simulator-guided: the fastest of eindecomp and the baselines on the machine (-m, flow), improved by "
-           "simulated annealing over partitions and block placements within --budget-s (deterministic for --seed)";
+           "simulated annealing over partitions and block placements within --budget-s, or --budget-simulations N (then the same --seed and N give the same plan, bit for bit)";
   }
   Partitioning partition(const Graph&, const PlanOptions&) const override {
     fail("strategy 'search' is planned whole by plan()");  // it places blocks itself

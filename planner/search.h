@@ -18,8 +18,12 @@
 // is slower is kept with probability exp(−Δ / (T·current)), T = 0.02 / (1 + k/16) after k
 // evaluations; the fastest decomposition seen is returned, so the result is never
 // slower than the start. The random choices come from a generator seeded with
-// PlanOptions::seed, and the schedule counts evaluations, not seconds: with the same
-// seed, the same number of evaluations gives the same plan. Every simulation is bounded
+// PlanOptions::seed, and the schedule counts evaluations, not seconds: a search stopped
+// by PlanOptions::search_evaluations (with a wall-clock budget it does not reach) gives
+// the same plan for the same seed, bit for bit. One the clock stops does not: the budget
+// also cuts eindecomp's refinement of its start short, at a point the clock decides, so
+// even its evaluation count does not pin its plan (SearchReport::budget_reached says which
+// stopped it). Every simulation is bounded
 // (sim::SimOptions::stop_after_s): a start's by the best start so far, a move's by its
 // Metropolis threshold current·(1 − T·ln u), u drawn before simulating — past it the
 // move is refused whatever its makespan, so the bound changes no decision. The budget

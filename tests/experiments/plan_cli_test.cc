@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <future>
 
 #include "tests/support/cli.h"
 
@@ -94,6 +95,33 @@ TEST(PlanCli, WeightsResidentOrFetchedAndAnnotationsFromAGraphFile) {
       << r.err;
   EXPECT_FALSE(std::filesystem::exists(out));
   std::filesystem::remove(graph);
+}
+
+}  // namespace
+}  // namespace tessel
+
+namespace tessel {
+namespace {
+
+// A search bounded by --budget-simulations has no clock: two runs at once, each slowed
+// by the other, give the same plan and the same makespans. (One the clock stops may not:
+// the budget cuts eindecomp's refinement of its start short at a point the clock picks.)
+TEST(PlanCli, SearchBoundedBySimulationsGivesTheSamePlanWhateverTheLoad) {
+  const std::string cmd =
+      "plan -w llama-block:model=tiny -d 16 -s search -m cluster:2xh100-sxm-8 --weights fetched --seed 3 "
+      "--budget-simulations 24 --json";
+  auto a = std::async(std::launch::async, [&] { return run_tessel(cmd); });
+  auto b = std::async(std::launch::async, [&] { return run_tessel(cmd); });
+  auto ra = a.get(), rb = b.get();
+  ASSERT_EQ(ra.status, 0) << ra.err;
+  ASSERT_EQ(rb.status, 0) << rb.err;
+  auto ja = nlohmann::json::parse(ra.out), jb = nlohmann::json::parse(rb.out);
+  EXPECT_EQ(ja["nodes"], jb["nodes"]);
+  EXPECT_EQ(ja["search"]["simulations"], 24);
+  EXPECT_EQ(ja["search"]["budget_reached"], false);
+  EXPECT_EQ(ja["search"]["budget_simulations"], 24);
+  for (const char* key : {"start_makespan_s", "final_makespan_s", "starts", "moves", "simulations"})
+    EXPECT_EQ(ja["search"][key], jb["search"][key]) << key;
 }
 
 }  // namespace

@@ -36,4 +36,12 @@ PY
 tar -tzf "$tmp/out/gpu-validate.tar.gz" >"$tmp/listing" || fail "tarball unreadable"
 grep -qx './steps.txt' "$tmp/listing" || fail "tarball lacks steps.txt"
 grep -q "skipped (time budget spent" "$tmp/stdout" || fail "the printed summary does not name the skipped steps"
-echo "ok: $skipped steps skipped, 6 files out"
+# Stages run in the order STAGES names them (a short lease puts first what it is for),
+# and a stage name it does not know is a failure, not a silent no-op.
+BUILD_DIR=$build GPU_BUNDLE="$tmp/no-bundle" GPU_VALIDATE_WORK="$tmp/work2" STAGES="calibrate bench nosuch" BUDGET_S=0 \
+  "$repo/scripts/gpu-validate.sh" "$tmp/out2" >"$tmp/stdout2" 2>"$tmp/stderr2"
+[ $? -ne 0 ] || fail "exit 0 with an unknown stage"
+order=$(awk '{print $1}' "$tmp/out2/steps.txt" | uniq | tr '\n' ' ')
+[ "$order" = "calibrate plot overlap bench " ] || fail "steps in the order: $order (want calibrate's, then bench)"
+grep -q "unknown stage 'nosuch'" "$tmp/stderr2" || fail "an unknown stage is not named"
+echo "ok: $skipped steps skipped, 6 files out; stages in the order named"
