@@ -11,6 +11,7 @@
 #include "core/workloads.h"
 #include "runtime/cpu_executor.h"
 #include "runtime/cpu_kernels.h"
+#include "runtime/kernels.h"
 
 namespace {
 
@@ -119,5 +120,23 @@ void BM_GenericKernel(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(e.join_elements()) * state.iterations(), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_GenericKernel)->DenseRange(0, 6)->Unit(benchmark::kMicrosecond);
+
+// The reference evaluator (every run and compare checks against it before the timed
+// runs) on the X·Y·Z chain at size N: its einsums in doubles on `threads` threads
+// (Arg 2; the evaluator itself takes every core). Reports flop/s of the chain's two GEMMs.
+void BM_ReferenceChain(benchmark::State& state) {
+  const std::int64_t n = state.range(0);
+  const int threads = static_cast<int>(state.range(1));
+  const Einsum e = Einsum::from_subscripts("ij,jk->ik", {{n, n}, {n, n}}, std::nullopt, std::nullopt, DType::f64);
+  Tensor a({n, n}, DType::f64, 0.5), b({n, n}, DType::f64, 0.25);
+  for (auto _ : state) {
+    Tensor xy = runtime::einsum_kernel(e, {&a, &b}, threads);
+    Tensor xyz = runtime::einsum_kernel(e, {&xy, &b}, threads);
+    benchmark::DoNotOptimize(xyz.data.data());
+  }
+  state.counters["flops_per_s"] =
+      benchmark::Counter(2 * e.flops() * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_ReferenceChain)->Args({512, 1})->Args({1024, 1})->Args({1024, 2})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
