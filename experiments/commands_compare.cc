@@ -170,6 +170,7 @@ void add_compare(CLI::App& app) {
     std::uint64_t seed = 1;
     double search_budget_s = 30;
     std::string trace_dir;
+    std::string interference_beside;
     std::string memory_cap;
     std::string offload_order = "free";
     std::string copy_lane = "worker";
@@ -253,6 +254,13 @@ void add_compare(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(1e-3, 1e6));
   cmd->add_option("--trace-dir", o->trace_dir, "write every simulated and measured timeline (Chrome trace) here");
+  cmd->add_option("--interference-beside", o->interference_beside,
+                  "also simulate each round with the machine's interference rows replaced, against the same measured "
+                  "runs: published (the published defaults; the priority, reserved SMs and mechanism kept) or none "
+                  "(no slowdown while compute and communication overlap); JSON simulated_interference_beside_s, "
+                  "error_interference_beside_pct, mape_interference_beside_pct: what measured rows (calibrate "
+                  "--overlap) gain over the defaults, in one run")
+      ->check(CLI::IsMember({"published", "none"}));
   add_memory_cap_option(*cmd, o->memory_cap,
                         ". Planned once, with the one-range prefetch rule (simulate plans with each rule and keeps "
                         "the fastest by simulation); without --policy, async alone is compared");
@@ -309,6 +317,7 @@ void add_compare(CLI::App& app) {
     co.seed = o->seed;
     co.search_budget_s = o->search_budget_s;
     co.trace_dir = o->trace_dir;
+    co.interference_beside = o->interference_beside;
     // --comm-priority sets the CUDA comm stream's priority and the simulated one alike.
     OverlapOptions ov = o->overlap;
     ov.comm_priority = o->cuda.comm_priority;

@@ -55,7 +55,7 @@ void summarise(CompareResult& res, const std::vector<CompareRounds>& all) {
   std::vector<std::vector<double>> meas_rounds;
   std::vector<int> group;
   std::vector<std::string> policy_order;
-  std::vector<double> errs, errs_analytic, errs_hot, errs_cold;
+  std::vector<double> errs, errs_analytic, errs_hot, errs_cold, errs_beside;
   res.correct = true;
   for (const CompareRounds& rd : all) {
     CompareRow row;
@@ -78,6 +78,11 @@ void summarise(CompareResult& res, const std::vector<CompareRounds>& all) {
       row.error_cold_pct = stats::median(errors_of(rd.cold_s, rd.measured_s));
       errs_cold.push_back(*row.error_cold_pct);
     }
+    if (!rd.beside_s.empty()) {
+      row.simulated_interference_beside_s = stats::median(rd.beside_s);
+      row.error_interference_beside_pct = stats::median(errors_of(rd.beside_s, rd.measured_s));
+      errs_beside.push_back(*row.error_interference_beside_pct);
+    }
     if (!rd.unmarked_s.empty()) row.measured_unmarked_s = stats::median(rd.unmarked_s);
     row.measured_spread_s = stats::spread(rd.measured_s);
     row.measured_spread_pct = row.measured_s > 0 ? row.measured_spread_s.width() / row.measured_s * 100 : 0.0;
@@ -99,6 +104,9 @@ void summarise(CompareResult& res, const std::vector<CompareRounds>& all) {
   res.mape_hot_pct = stats::mape_pct(errs_hot);
   res.mape_cold_pct.reset();
   if (!errs_cold.empty() && errs_cold.size() == errs.size()) res.mape_cold_pct = stats::mape_pct(errs_cold);
+  res.mape_interference_beside_pct.reset();
+  if (!errs_beside.empty() && errs_beside.size() == errs.size())
+    res.mape_interference_beside_pct = stats::mape_pct(errs_beside);
   res.kendall_tau = stats::kendall_tau(sims, meas);
   res.kendall_tau_by_policy.clear();
   for (std::size_t p = 0; p < policy_order.size(); ++p) {
@@ -432,6 +440,22 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
     res.comm_sms = im.comm_sms;
     res.comm_mechanism = std::string(to_string(im.comm_mechanism));
   }
+  res.interference_beside = o.interference_beside;
+  // --interference-beside: every round's machine with the other interference rows.
+  auto other_interference = [&](const Machine& m) {
+    Machine alt = m;
+    const Interference& mine = m.interference;
+    if (o.interference_beside == "none") {
+      alt.interference = Interference::none();
+    } else {
+      alt.interference = Interference{};  // the published defaults
+    }
+    alt.interference.comm_priority = mine.comm_priority;
+    alt.interference.comm_sms = mine.comm_sms;
+    alt.interference.comm_mechanism = mine.comm_mechanism;
+    alt.interference.fused = mine.fused;
+    return alt;
+  };
   std::vector<CompareRounds> all;
   for (Row& row : plan_rows) {
     const TaskGraph& tg = *row.tg;
@@ -478,10 +502,14 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
           (cache_model ? so.task_seconds_cold : so.task_seconds) = std::move(task_s);
         }
         rd.sim = sim::simulate(tg, round_machine, so);
+        if (!o.interference_beside.empty())
+          cr.beside_s.push_back(sim::simulate(tg, other_interference(round_machine), so).makespan_s);
         so.task_seconds.clear();
         so.task_seconds_cold.clear();
         so.task_chip_share.clear();
       }
+      if (!profiled && !o.interference_beside.empty())
+        cr.beside_s.push_back(sim::simulate(tg, other_interference(round_machine), so).makespan_s);
       cr.simulated_s.push_back(rd.sim.makespan_s);
       cr.measured_s.push_back(rd.measured_s);
       if (rd.unmarked_s >= 0) cr.unmarked_s.push_back(rd.unmarked_s);
@@ -576,6 +604,10 @@ json to_json(const CompareRow& row) {
     r["simulated_cold_s"] = *row.simulated_cold_s;
     r["error_cold_pct"] = *row.error_cold_pct;
   }
+  if (row.simulated_interference_beside_s) {
+    r["simulated_interference_beside_s"] = *row.simulated_interference_beside_s;
+    r["error_interference_beside_pct"] = *row.error_interference_beside_pct;
+  }
   return r;
 }
 
@@ -651,6 +683,9 @@ json compare_to_json(const CompareResult& res) {
           {"mape_analytic_pct", res.mape_analytic_pct},
           {"mape_hot_pct", res.mape_hot_pct},
           {"mape_cold_pct", res.mape_cold_pct ? json(*res.mape_cold_pct) : json(nullptr)},
+          {"interference_beside", res.interference_beside.empty() ? json(nullptr) : json(res.interference_beside)},
+          {"mape_interference_beside_pct",
+           res.mape_interference_beside_pct ? json(*res.mape_interference_beside_pct) : json(nullptr)},
           {"retained_fraction_by_round", res.kernel_times == KernelTimes::retained ? json(res.retained_fractions)
                                                                                    : json(nullptr)},
           {"kendall_tau", res.kendall_tau},
@@ -734,6 +769,10 @@ void print_compare(const CompareResult& res, std::FILE* out) {
     std::fprintf(out, " (hot kernel times only %.1f%%, analytic %.1f%%)", res.mape_hot_pct, res.mape_analytic_pct);
   else if (profiled)
     std::fprintf(out, " (analytic %.1f%%)", res.mape_analytic_pct);
+  if (res.mape_interference_beside_pct)
+    std::fprintf(out, "; with %s interference instead of the machine's: MAPE %.1f%%",
+                 res.interference_beside == "none" ? "no" : res.interference_beside.c_str(),
+                 *res.mape_interference_beside_pct);
   std::fprintf(out, "   Kendall tau (all rows) %.2f", res.kendall_tau);
   for (const auto& [p, t] : res.kendall_tau_by_policy) std::fprintf(out, "   %s %.2f", p.c_str(), t);
   const RankingCounts rc = ranking_counts(res);

@@ -87,6 +87,12 @@ struct CompareOptions {
   // --comm-priority, --comm-sms, --comm-mechanism: set on every machine simulated.
   InterferenceSettings interference;
   sim::Priority ready_order = sim::Priority::longest_path;  // --ready-order
+  // --interference-beside: each round also simulated with the machine's interference rows
+  // replaced, against the same measured runs: "published" (the published defaults, the
+  // run's priority, SMs and mechanism kept) or "none" (no slowdown while compute and
+  // communication overlap); empty: not. What measured rows gain over either shows in one
+  // run, not two runs of their own rounds.
+  std::string interference_beside;
   // --memory-cap (experiments/memory_cap.h): every strategy's task graph planned under it
   // (async policy only); empty: uncapped.
   std::string memory_cap;
@@ -111,6 +117,7 @@ struct CompareRounds {
   std::vector<double> analytic_s;  // with profiled: the analytic simulation of the same round
   std::vector<double> hot_s;       // with the cache model: hot kernel times only
   std::vector<double> cold_s;      // with retained kernel times: cold kernel times only
+  std::vector<double> beside_s;    // --interference-beside: the same simulation with the other interference
   std::vector<double> unmarked_s;     // --backend cuda, --launch graph: each timed run without per-task marks
   bool correct = true;
   double max_normwise_error = 0;
@@ -129,6 +136,7 @@ struct CompareRow {
   std::optional<double> simulated_analytic_s, error_analytic_pct;
   std::optional<double> simulated_hot_s, error_hot_pct;
   std::optional<double> simulated_cold_s, error_cold_pct;
+  std::optional<double> simulated_interference_beside_s, error_interference_beside_pct;
   stats::Spread measured_spread_s;  // p10 and p90 of the measured rounds
   double measured_spread_pct = 0;   // (p90 − p10) / median measured
   // The machine's own drift between rounds is wider than the model's error: the error
@@ -161,6 +169,8 @@ struct CompareResult {
   std::vector<CompareRow> rows;
   double mape_pct = 0, mape_analytic_pct = 0, mape_hot_pct = 0;
   std::optional<double> mape_cold_pct;  // with retained kernel times
+  std::string interference_beside;             // CompareOptions::interference_beside
+  std::optional<double> mape_interference_beside_pct;  // with it
   // With retained kernel times: each round's r, the calibration's retention probe.
   std::vector<double> retained_fractions;
   double kendall_tau = 0;

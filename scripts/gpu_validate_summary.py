@@ -121,6 +121,17 @@ def main(out):
                              "mape_pct": j.get("mape_pct"), "mape_analytic_pct": j.get("mape_analytic_pct"),
                              "rows": [{k: r.get(k) for k in ("strategy", "policy", "simulated_s", "measured_s", "error_pct")}
                                       for r in j.get("rows", [])]})
+        # Since 2026-12-07 one compare gives both: --interference-beside published simulates
+        # the same measured rounds with the published rows in place of the measured ones.
+        if j.get("mape_interference_beside_pct") is not None:
+            overlap_rows.append({"graph": j.get("graph"), "interference": j.get("interference_beside"),
+                                 "mape_pct": j.get("mape_interference_beside_pct"),
+                                 "mape_analytic_pct": None,
+                                 "rows": [{"strategy": r.get("strategy"), "policy": r.get("policy"),
+                                           "simulated_s": r.get("simulated_interference_beside_s"),
+                                           "measured_s": r.get("measured_s"),
+                                           "error_pct": r.get("error_interference_beside_pct")}
+                                          for r in j.get("rows", [])]})
     summary["overlap_rows"] = overlap_rows
     rows = [r for c in compares for r in c.get("rows", [])]
     if rows:

@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -291,6 +294,64 @@ TEST(CalibrateCli, AnUnwritableOutputIsAnErrorAndLeavesNoFile) {
   EXPECT_NE(r.err.find("/nonexistent-dir/m.json: cannot open for writing"), std::string::npos) << r.err;
   // Refused before measuring, not after seconds of it.
   EXPECT_EQ(r.output().find("calibrating the CPU backend"), std::string::npos) << r.output();
+}
+
+}  // namespace
+}  // namespace tessel
+
+namespace tessel {
+namespace {
+
+// --interference-beside: each round simulated a second time with the machine's
+// interference rows replaced, and that second simulation is exactly what `simulate`
+// gives on a machine holding those rows (none: --no-interference; published: the rows
+// left out, so the published defaults apply). A machine whose devices are not single-lane
+// and whose rows slow compute 3x and communication 4x makes the three differ.
+TEST(CompareCli, InterferenceBesideSimulatesTheSameRoundsWithTheOtherRows) {
+  const auto calibrated = temp_path("tessel_beside_calibrated.json");
+  ASSERT_EQ(run_tessel("calibrate -d 2 --seconds 0.002 --rounds 1 -o " + calibrated.string()).status, 0);
+  nlohmann::json m = read_json_file(calibrated.string());
+  for (auto& t : m["device_types"]) t["single_lane"] = false;
+  m["interference"]["normal"] = {{"compute_slowdown", 3.0}, {"comm_slowdown", 4.0}, {"source", "test"}};
+  const auto measured = temp_path("tessel_beside_measured.json"), published = temp_path("tessel_beside_published.json");
+  write_file_atomic(measured.string(), m.dump());
+  m.erase("interference");
+  write_file_atomic(published.string(), m.dump());
+  auto makespan = [](const std::string& args) {
+    auto r = run_tessel("simulate -w ffn -d 2 -s megatron " + args + " --json");
+    EXPECT_EQ(r.status, 0) << r.output();
+    return nlohmann::json::parse(r.out)["makespan_s"].get<double>();
+  };
+  const double with_rows = makespan("-m " + measured.string());
+  const double without = makespan("-m " + measured.string() + " --no-interference");
+  const double with_published = makespan("-m " + published.string());
+  ASSERT_NE(with_rows, without);
+  ASSERT_NE(with_rows, with_published);
+  const std::string cmd = "compare -w ffn -d 2 -m " + measured.string() +
+                          " -s megatron --policy async --repeat 2 --warmup 0 --compute-model analytic --json";
+  auto plain = run_tessel(cmd);
+  ASSERT_EQ(plain.status, 0) << plain.output();
+  auto jp = nlohmann::json::parse(plain.out);
+  EXPECT_TRUE(jp["interference_beside"].is_null());
+  EXPECT_TRUE(jp["mape_interference_beside_pct"].is_null());
+  EXPECT_FALSE(jp["rows"][0].contains("simulated_interference_beside_s"));
+  for (const auto& [beside, want] : {std::pair{"none", without}, std::pair{"published", with_published}}) {
+    auto r = run_tessel(cmd + " --interference-beside " + beside);
+    ASSERT_EQ(r.status, 0) << r.output();
+    auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["interference_beside"], beside);
+    const auto& row = j["rows"][0];
+    EXPECT_DOUBLE_EQ(row["simulated_s"].get<double>(), with_rows) << beside;
+    EXPECT_DOUBLE_EQ(row["simulated_interference_beside_s"].get<double>(), want) << beside;
+    // The median of the per-round errors against the same measured rounds (two: their mean).
+    std::vector<double> errors;
+    for (const auto& m_r : row["round_measured_s"]) errors.push_back((want - m_r.get<double>()) / m_r.get<double>() * 100);
+    ASSERT_EQ(errors.size(), 2u);
+    EXPECT_NEAR(row["error_interference_beside_pct"].get<double>(), (errors[0] + errors[1]) / 2, 1e-9) << beside;
+    EXPECT_DOUBLE_EQ(j["mape_interference_beside_pct"].get<double>(),
+                     std::fabs(row["error_interference_beside_pct"].get<double>()));
+  }
+  for (const auto& p : {calibrated, measured, published}) std::filesystem::remove(p);
 }
 
 }  // namespace
