@@ -231,7 +231,7 @@ stage_calibrate() {
   # Each round simulated twice against the same measured runs: with the measured
   # interference rows (machine-overlap.json) and, --interference-beside published, with
   # the published defaults in their place.
-  # chain:size=4096,dtype=bf16: GEMMs of ~0.2 ms whose moves (8-32 MiB) run beside them,
+  # chain:size=4096,dtype=bf16: 24 tasks, GEMMs long enough for moves of 8-32 MiB to run beside them,
   # the row whose simulation the interference rows change most (data-parallel 0.49 ms
   # with the 2026-11-28 rows against 0.42 ms without interference); its reference check
   # took 96 s on the 2 cores of the machine that builds the bundle (2026-12-07, the
