@@ -110,7 +110,28 @@ void check_can_write(const std::string& path) {
   struct stat st {};
   if (::lstat(path.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode)) fail(path, ": is a directory");
-    if (!S_ISREG(st.st_mode)) return;  // a link, device, FIFO or socket: written through
+    if (S_ISLNK(st.st_mode)) {
+      // A link is written through: its target's place is what must hold. A loop, or a
+      // dangling link into a folder that does not exist, fails now, not after the work.
+      char resolved[PATH_MAX];
+      if (::realpath(path.c_str(), resolved) != nullptr) return check_can_write(resolved);
+      if (errno == ELOOP) fail_errno(path, "cannot open for writing");
+      if (::stat(path.c_str(), &st) != 0 && errno == ENOENT) {
+        char target[PATH_MAX];
+        const ssize_t n = ::readlink(path.c_str(), target, sizeof target - 1);
+        if (n > 0) {
+          target[n] = '\0';
+          std::filesystem::path t(target);
+          if (t.is_relative()) t = std::filesystem::path(path).parent_path() / t;
+          std::error_code ec;
+          const std::filesystem::path parent = t.parent_path().empty() ? "." : t.parent_path();
+          if (!std::filesystem::is_directory(parent, ec))
+            fail(path, ": cannot open for writing: the link points into ", parent.string(), ", which is no folder");
+        }
+      }
+      return;
+    }
+    if (!S_ISREG(st.st_mode)) return;  // a device, FIFO or socket: written through
   }
   const std::string tmp = path + ".tmp-tessel";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
@@ -204,9 +225,9 @@ void OutputBatch::add_folder(std::string_view option, const std::string& dir) {
       if (p == p.parent_path()) break;
     }
     for (const auto& p : missing) {
-      if (!std::filesystem::create_directory(p, ec) && ec)
-        fail(option, " ", dir, ": cannot create the folder ", p.string(), ": ", ec.message());
-      created_.push_back(p.string());
+      const bool made = std::filesystem::create_directory(p, ec);
+      if (ec) fail(option, " ", dir, ": cannot create the folder ", p.string(), ": ", ec.message());
+      if (made) created_.push_back(p.string());  // one that appeared meanwhile is not ours to remove
     }
   }
   check_can_write((std::filesystem::path(dir) / ".tessel-write-check").string());
@@ -226,27 +247,29 @@ void OutputBatch::stage(const std::string& path, std::string_view content) {
   }
   bool through = false;
   const std::string target = write_target(path, &through);
-  for (Staged& s : staged_)
-    if (s.path == target) {  // staged again: the newer content
-      if (through) s.content = std::string(content);
-      else write_beside(target, content);
-      return;
-    }
+  // One file staged twice is two outputs of one path (a Chakra folder holding --graph-out,
+  // say): one would be lost.
+  const std::string key = same_file_key(target);
+  for (const Staged& s : staged_)
+    if (s.key == key) fail(path, ": two outputs of this command are this one file; give each its own path");
   Staged s;
   s.path = target;
+  s.key = key;
   if (through) s.content = std::string(content);
   else s.temporary = write_beside(target, content);
   staged_.push_back(std::move(s));
 }
 
 void OutputBatch::commit() {
+  // What is written through (stdout, devices, FIFOs, dangling links) first: it is what can
+  // still fail (/dev/full), and until the renames every regular file is as it was.
+  for (Staged& s : staged_)
+    if (s.temporary.empty()) write_file_atomic(s.path, s.content);
   for (Staged& s : staged_) {
     if (s.temporary.empty()) continue;
     if (std::rename(s.temporary.c_str(), s.path.c_str()) != 0) fail_errno(s.path, "cannot move the finished file into place");
     s.placed = true;
   }
-  for (Staged& s : staged_)
-    if (s.temporary.empty()) write_file_atomic(s.path, s.content);
   committed_ = true;
 }
 

@@ -34,8 +34,9 @@ void check_can_write(const std::string& path);
 //   out.commit();                              // every staged file renamed into place
 // A batch destroyed before commit() (an Error on the way) removes its temporaries and
 // the folders it created that are still empty. Standard output ("-"), devices, FIFOs and
-// dangling links cannot be staged: their content is kept and written at commit(), after
-// the regular files.
+// dangling links cannot be staged: their content is kept and written at commit(), before
+// the regular files are renamed into place (so that a device that fails, /dev/full, leaves
+// them as they were). A signal between stage() and commit() leaves the temporaries.
 class OutputBatch {
  public:
   // `inputs`: (option, path) of each file the command reads; an output at one of these
@@ -54,7 +55,8 @@ class OutputBatch {
   // is not a folder, or cannot be created.
   void add_folder(std::string_view option, const std::string& dir);
   // Writes `content` for `path` (an output added, or a file inside a folder added, which
-  // is then checked as add() would). Nothing is in place until commit().
+  // is then checked as add() would). Nothing is in place until commit(). A file staged
+  // twice (under any spelling) is an Error: two outputs of one path.
   void stage(const std::string& path, std::string_view content);
   // Renames every staged file into place, then writes the kept contents (stdout, devices,
   // FIFOs). After it the destructor removes nothing.
@@ -63,6 +65,7 @@ class OutputBatch {
  private:
   struct Staged {
     std::string path;       // where it goes
+    std::string key;        // same_file_key(path): one file staged twice is refused
     std::string temporary;  // empty: `content` is written through at commit
     std::string content;
     bool placed = false;

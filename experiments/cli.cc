@@ -31,7 +31,8 @@ CLI::Validator sign_check(bool zero_allowed) {
         char* end = nullptr;
         const double v = std::strtod(text.c_str(), &end);
         const char* want = zero_allowed ? "a number >= 0" : "a positive number";
-        if (end == text.c_str() || *end != '\0' || std::isnan(v)) return "'" + text + "' is not a number (want " + want + ")";
+        if (end == text.c_str() || *end != '\0' || !std::isfinite(v))
+          return "'" + text + "' is not a finite number (want " + want + ")";
         if (zero_allowed ? v < 0 : v <= 0) return text + " is not " + want;
         return {};
       },
@@ -82,6 +83,7 @@ void SearchOptions::add(CLI::App& app, bool with_seed) {
                  "-s search: wall-clock budget in seconds (default 30; none with --budget-simulations). A search the "
                  "clock stops depends on how far it got (eindecomp's refinement of its start included): JSON "
                  "search.budget_reached")
+      ->check(positive_number())  // NaN passes CLI::Range, whose comparisons it fails
       ->check(CLI::Range(1e-3, 1e6));
   app.add_option("--budget-simulations", budget_simulations,
                  "-s search: stop after N simulations, the starts' included (every start is simulated): the same "

@@ -252,6 +252,7 @@ void add_compare(CLI::App& app) {
   cmd->add_option("--seed", o->seed, "seed of the random inputs and of -s search")->capture_default_str();
   cmd->add_option("--budget-s", o->search_budget_s, "-s search: wall-clock budget in seconds (needs -m)")
       ->capture_default_str()
+      ->check(positive_number())
       ->check(CLI::Range(1e-3, 1e6));
   cmd->add_option("--trace-dir", o->trace_dir, "write every simulated and measured timeline (Chrome trace) here");
   cmd->add_option("--interference-beside", o->interference_beside,

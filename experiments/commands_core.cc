@@ -170,7 +170,7 @@ void add_einsum(CLI::App& app) {
               "  tessel einsum 'ij,jk->ik' a.npy b.npy -o c.npy --devices 4 --parts i=2,k=2");
   cmd->callback([o, cmd] {
     CudaCliOptions::check_backend(*cmd, o->backend);
-    {  // -o may not name an operand: the result would replace it
+    if (o->backend != "mpi") {  // -o may not name an operand: the result would replace it (mpi: rank 0 writes)
       std::vector<std::pair<std::string, std::string>> inputs;
       for (std::size_t i = 0; i < o->files.size(); ++i) inputs.emplace_back("operand " + std::to_string(i + 1), o->files[i]);
       OutputBatch(inputs).add("-o", o->out);
@@ -427,7 +427,7 @@ void add_run(CLI::App& app) {
       if (r.unmarked_span_s >= 0)
         std::printf("  unmarked     %.3f ms: the same graph without per-task timing events, one launch timed whole\n",
                     r.unmarked_span_s * 1e3);
-      std::printf("  reference    %.3f ms (whole tensors, one thread)\n", ref_s * 1e3);
+      std::printf("  reference    %.3f ms (whole tensors in doubles, large einsums on every core)\n", ref_s * 1e3);
       if (capped) {
         print_memory_cap(*capped);
         const auto peaks = timeline_peak_bytes(tg, r.timeline);

@@ -50,9 +50,9 @@ void add_export_commands(CLI::App& app) {
            "protobuf-compiler; configure again)");
     // Every output checked before the work, and written together after it (or none).
     OutputBatch out({{"-g", o->graph.graph_file}, {"--decomposition", o->dec.decomposition_file}, {"-m", o->machine}});
+    if (!o->chakra_dir.empty()) out.add_folder("--chakra", o->chakra_dir);  // first: a file may go inside it
     out.add("--graph-out", o->graph_out);
     out.add("--task-graph", o->task_graph_out);
-    if (!o->chakra_dir.empty()) out.add_folder("--chakra", o->chakra_dir);
     const Graph g = o->graph.load();
     nlohmann::json report = {{"graph", o->graph.describe()}};
     std::string graph_text, task_graph_text;

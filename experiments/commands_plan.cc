@@ -31,7 +31,9 @@ json search_json(const planner::SearchReport& r, const SearchOptions& o) {
           {"final_makespan_s", r.final_makespan_s}, {"starts", starts},
           {"starts_stopped", stopped}, {"starts_too_large", r.starts_too_large},
           {"max_tasks", r.max_tasks}, {"simulations", r.evaluations},
-          {"simulations_stopped_by_bound", r.stopped_by_bound}, {"simulations_too_large", r.too_large}, {"elapsed_s", r.elapsed_s}, {"budget_s", o.effective_budget_s()},
+          {"simulations_stopped_by_bound", r.stopped_by_bound}, {"simulations_too_large", r.too_large}, {"elapsed_s", r.elapsed_s},
+          // null: no clock (--budget-simulations alone)
+          {"budget_s", o.budget_s <= 0 && o.budget_simulations > 0 ? json(nullptr) : json(o.effective_budget_s())},
           {"budget_simulations", o.budget_simulations},
           {"seed", o.seed}, {"budget_reached", r.budget_reached}, {"moves", moves}};
 }

@@ -3,6 +3,8 @@
 #include <array>
 #include <algorithm>
 #include <cassert>
+#include <string>
+#include <system_error>
 #include <thread>
 
 #include "core/error.h"
@@ -154,8 +156,13 @@ Tensor einsum_kernel(const Einsum& e, const std::vector<const Tensor*>& operands
   } else {
     std::vector<std::thread> pool;
     const std::int64_t n = e.join_shape[split];
-    for (std::int64_t t = 0; t < parts; ++t)
-      pool.emplace_back([&w, split, lo = n * t / parts, hi = n * (t + 1) / parts] { w.run(split, lo, hi); });
+    try {
+      for (std::int64_t t = 0; t < parts; ++t)
+        pool.emplace_back([&w, split, lo = n * t / parts, hi = n * (t + 1) / parts] { w.run(split, lo, hi); });
+    } catch (const std::system_error& err) {  // no thread to be had: the ones started finish first
+      for (auto& th : pool) th.join();
+      throw ResourceError(std::string("einsum kernel: cannot start a thread (") + err.what() + ")");
+    }
     for (auto& th : pool) th.join();
   }
   out.round_to_dtype();

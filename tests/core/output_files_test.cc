@@ -151,6 +151,47 @@ TEST(OutputBatch, AFileOutsideEveryDeclaredPlaceIsAnInternalError) {
   fs::remove_all(d);
 }
 
+TEST(OutputBatch, AFileOfAFolderThatIsAlsoAnOutputIsRefused) {
+  fs::path d = scratch_dir("batch_folder_clash");
+  OutputBatch out;
+  out.add_folder("--chakra", (d / "et").string());
+  out.add("--graph-out", (d / "et" / "tessel.0.et").string());
+  out.stage((d / "et" / "tessel.0.et").string(), "graph");
+  std::string e = error_of([&] { out.stage((d / "et" / "." / "tessel.0.et").string(), "trace"); });
+  EXPECT_NE(e.find("two outputs of this command are this one file"), std::string::npos) << e;
+  fs::remove_all(d);
+}
+
+TEST(OutputBatch, AWrittenThroughOutputThatFailsLeavesTheRegularFilesAsTheyWere) {
+  fs::path d = scratch_dir("batch_through_fails");
+  write_file_atomic((d / "t.json").string(), "old");
+  {
+    OutputBatch out;
+    out.add("--trace", (d / "t.json").string());
+    out.add("--write-machine", "/dev/full");
+    out.stage((d / "t.json").string(), "new");
+    out.stage("/dev/full", "machine");
+    EXPECT_NE(error_of([&] { out.commit(); }).find("/dev/full: write failed"), std::string::npos);
+  }
+  EXPECT_EQ(slurp(d / "t.json"), "old");
+  EXPECT_EQ(names_in(d), (std::vector<std::string>{"t.json"}));
+  fs::remove_all(d);
+}
+
+TEST(OutputBatch, ALinkThatCannotBeWrittenThroughFailsWhenAdded) {
+  fs::path d = scratch_dir("batch_bad_links");
+  fs::create_symlink("loop.json", d / "loop.json");
+  fs::create_symlink("nodir/m.json", d / "dangling.json");
+  fs::create_symlink("m.json", d / "fine.json");  // dangling too, into a folder that exists
+  OutputBatch out;
+  EXPECT_NE(error_of([&] { out.add("-o", (d / "loop.json").string()); }).find("cannot open for writing"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { out.add("-o", (d / "dangling.json").string()); }).find("which is no folder"),
+            std::string::npos);
+  EXPECT_EQ(error_of([&] { out.add("-o", (d / "fine.json").string()); }), testing::kNoError);
+  fs::remove_all(d);
+}
+
 TEST(ReadFile, ADirectoryIsNamedAsOne) {
   fs::path d = scratch_dir("read_dir");
   EXPECT_NE(error_of([&] { (void)read_file(d.string()); }).find("is a directory, not a file"), std::string::npos);

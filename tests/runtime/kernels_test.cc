@@ -33,7 +33,10 @@ TEST(EinsumKernel, MatmulEqualsTheHandWrittenSumBitForBit) {
   for (std::int64_t i = 0; i < M; ++i)
     for (std::int64_t k = 0; k < N; ++k) {
       double s = 0;
-      for (std::int64_t j = 0; j < K; ++j) s += a.data[i * K + j] * b.data[j * N + k];
+      for (std::int64_t j = 0; j < K; ++j) {
+        volatile double p = a.data[i * K + j] * b.data[j * N + k];  // rounded, never fused into an FMA
+        s += p;
+      }
       want.data[i * N + k] = s;
     }
   for (int threads : {1, 2, 3, 8}) EXPECT_TRUE(same_bits(einsum_kernel(e, {&a, &b}, threads), want)) << threads;
