@@ -21,6 +21,7 @@
 #include "core/json_read.h"
 #include "core/machine.h"
 #include "tests/support/error_of.h"
+#include "tests/support/scratch.h"
 
 namespace tessel {
 namespace {
@@ -29,19 +30,8 @@ namespace fs = std::filesystem;
 
 using testing::error_of;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-fs::path scratch_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / (name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+using testing::scratch_dir;
+using testing::slurp;
 
 TEST(ParseJson, NestingDeeperThanTheLimitIsAnErrorNotAStackOverflow) {
   const std::string deep = std::string(100'000, '[') + std::string(100'000, ']');

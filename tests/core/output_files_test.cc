@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -14,6 +15,7 @@
 #include "core/error.h"
 #include "core/io.h"
 #include "tests/support/error_of.h"
+#include "tests/support/scratch.h"
 
 namespace tessel {
 namespace {
@@ -21,19 +23,8 @@ namespace {
 namespace fs = std::filesystem;
 using testing::error_of;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-fs::path scratch_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / (name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+using testing::scratch_dir;
+using testing::slurp;
 
 std::vector<std::string> names_in(const fs::path& d) {
   std::vector<std::string> out;
