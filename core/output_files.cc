@@ -147,22 +147,14 @@ void write_file_atomic(const std::string& path, std::string_view content) {
     if (!write_all(STDOUT_FILENO, content)) fail_errno("standard output", "write failed");
     return;
   }
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) == 0) {
-    if (S_ISDIR(st.st_mode)) fail(path, ": is a directory");
-    if (S_ISLNK(st.st_mode)) {
-      // A symlink is written through: the file it names is written (atomically when it
-      // is a regular file), the link stays.
-      char resolved[PATH_MAX];
-      if (::realpath(path.c_str(), resolved) != nullptr) return write_file_atomic(resolved, content);
-      return write_through(path, content);  // a dangling link: create its target
-    }
-    if (!S_ISREG(st.st_mode)) return write_through(path, content);  // device, FIFO, socket
-  }
-  // A regular file or a new one: write a temporary beside it, then rename it into place,
-  // so that a failed write leaves the old file (or none), never a partial one.
-  const std::string tmp = write_beside(path, content);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+  // A symlink writes the file it names (the link stays); a device, FIFO, socket or dangling
+  // link is written through; a regular file or a new one gets a temporary beside it, renamed
+  // into place, so that a failed write leaves the old file (or none), never a partial one.
+  bool through = false;
+  const std::string target = write_target(path, &through);
+  if (through) return write_through(target, content);
+  const std::string tmp = write_beside(target, content);
+  if (std::rename(tmp.c_str(), target.c_str()) != 0) {
     const int saved = errno;
     std::remove(tmp.c_str());
     errno = saved;
