@@ -56,12 +56,105 @@ class Program {
   // position below the stream's count of finished tasks, and nothing is stored for a
   // task whose stream dependency finishes first (the B touches run far ahead).
   [[nodiscard]] virtual bool stream_dep(Code /*c*/, int& /*r*/, int& /*s*/, std::int64_t& /*pos*/) const { return false; }
+  // A stream that is not fed from the start: a code among successors that opens it once
+  // its dependencies are done (no task of its own: not counted, not timed).
+  [[nodiscard]] virtual bool stream_open_at_start(int /*s*/) const { return true; }
+  [[nodiscard]] virtual bool opens(Code /*c*/, int& /*r*/, int& /*s*/) const { return false; }
   // Shifting ranks by `period` (collective_symmetry.h): whether it maps every task onto a
   // task of the same size and order (false: never reduced), the ranks r sends to, and a
   // code's image on ranks 0..period−1.
   [[nodiscard]] virtual bool periodic(int /*period*/) const { return false; }
   virtual void peers(int /*r*/, std::vector<int>& /*out*/) const {}
   [[nodiscard]] virtual Code canonical(Code c, int /*period*/) const { return c; }
+};
+
+// Undisturbed duration of an accumulating touch of `elements` on a device of type `dt`, as
+// the compute model times the expanded form's touches.
+SimTime accumulate_ps(const DeviceType& dt, std::int64_t elements, DType dtype) {
+  TaskGraph tg;  // one buffer, for the compute model's dtype lookup
+  tg.buffers.push_back(Buffer{DeviceId(0), Shape{1}, dtype, Agg::sum, NodeId(0)});
+  Task t;
+  t.kind = TaskKind::touch;
+  t.op = TouchOp::accumulate;
+  t.agg = Agg::sum;
+  t.writes = BufferId(0);
+  t.src.rank = 1;
+  t.src.size[0] = elements;
+  t.dst = t.src;
+  t.flops = static_cast<double>(elements);
+  t.bytes = elements * dtype_bytes(dtype);
+  const SimTime ps = to_sim_time(compute_seconds(t, tg, dt));
+  if (ps >= kMaxSimTime) fail("simulate: a touch of the collective alone would pass the simulator's clock limit");
+  return ps;
+}
+
+// Undisturbed duration of a move of `bytes` from `a` to `b`: its route's latency and its
+// bytes at the route's slowest link (RouteTable::add's entry; the expanded form's rank).
+SimTime move_ps(const Machine& m, int a, int b, std::int64_t bytes) {
+  std::vector<LinkId> route;
+  m.route(DeviceId(a), DeviceId(b), route);
+  std::vector<LinkId> seen;
+  SimTime latency = 0;
+  double bytes_per_s = std::numeric_limits<double>::infinity();
+  for (LinkId l : route) {
+    if (std::find(seen.begin(), seen.end(), l) != seen.end()) continue;
+    seen.push_back(l);
+    latency = add_sim_time(latency, to_sim_time(m.link(l).latency_s));
+    bytes_per_s = std::min(bytes_per_s, m.link(l).bytes_per_s);
+  }
+  return add_sim_time(latency, bytes > 0 ? to_sim_time(static_cast<double>(bytes) / bytes_per_s) : 0);
+}
+
+// The order in which a rank's pieces and steps compete for one lane, as longest-path
+// priority orders them in the expanded form of these symmetric programs: pieces grouped
+// by how many later pieces they release through the kPiecesInFlight window (most first),
+// then the earlier step, then the earlier piece. Without a window, one group.
+struct PieceOrder {
+  int pieces = 1;
+  int steps = 1;  // of the whole program, across its phases (the key's step range)
+  bool windowed = true;
+
+  [[nodiscard]] int most() const { return windowed ? (pieces - 1) / kPiecesInFlight : 0; }
+  [[nodiscard]] int chained(int j) const { return windowed ? (pieces - 1 - j) / kPiecesInFlight : 0; }
+  // Lane priority of piece j's step s: smaller first; `sub` (0..3) orders the tasks of one
+  // step and piece.
+  [[nodiscard]] std::uint64_t key(int j, int s, std::uint64_t sub) const {
+    const auto group = static_cast<std::uint64_t>(most() - chained(j));
+    return (((group * static_cast<std::uint64_t>(steps) + static_cast<std::uint64_t>(s)) * static_cast<std::uint64_t>(pieces) +
+             static_cast<std::uint64_t>(j))
+            << 2) |
+           sub;
+  }
+  // The tasks (j, s), s in [0, count), of a stream in key order: the one at `idx` (false
+  // past the end), and the position of (j, s).
+  [[nodiscard]] bool at(std::int64_t idx, int count, int& j, int& s) const {
+    for (int c = most(); c >= 0; --c) {
+      const int lo = windowed ? std::max(0, pieces - kPiecesInFlight * (c + 1)) : 0;
+      const int hi = windowed ? pieces - 1 - kPiecesInFlight * c : pieces - 1;  // inclusive
+      const std::int64_t group = static_cast<std::int64_t>(count) * (hi - lo + 1);
+      if (idx >= group) {
+        idx -= group;
+        continue;
+      }
+      j = lo + static_cast<int>(idx % (hi - lo + 1));
+      s = static_cast<int>(idx / (hi - lo + 1));
+      return true;
+    }
+    return false;
+  }
+  [[nodiscard]] std::int64_t position(int j, int s, int count) const {
+    std::int64_t pos = 0;
+    for (int c = most(); c >= 0; --c) {
+      const int lo = windowed ? std::max(0, pieces - kPiecesInFlight * (c + 1)) : 0;
+      const int hi = windowed ? pieces - 1 - kPiecesInFlight * c : pieces - 1;
+      if (j > hi) {
+        pos += static_cast<std::int64_t>(count) * (hi - lo + 1);
+        continue;
+      }
+      return pos + static_cast<std::int64_t>(s) * (hi - lo + 1) + (j - lo);
+    }
+    return pos;
+  }
 };
 
 // Ring reduce-scatter, all-gather or all-reduce over ranks 0..m−1 in `slices` pieces, as
@@ -77,6 +170,7 @@ class Ring final : public Program {
     elements_ = s.bytes / dtype_bytes(s.dtype);
     steps_ = c_ == Collective::allreduce ? 2 * (m_ - 1) : m_ - 1;
     touch_steps_ = c_ == Collective::allgather ? 0 : m_ - 1;
+    order_ = PieceOrder{p_, steps_, windowed()};
     // Per piece, the size of every chunk where all are equal (-1: they differ), so that
     // task() needs no split_point in the common case.
     even_.assign(static_cast<std::size_t>(p_), -1);
@@ -101,15 +195,7 @@ class Ring final : public Program {
     const int sender = sub == 0 ? i : (i == 0 ? m_ - 1 : i - 1);
     const std::int64_t even = even_[static_cast<std::size_t>(j)];
     g.elements = even >= 0 ? even : chunk_elements(j, s, sender);
-    // Longest path first: a piece whose end releases later pieces (the window) before
-    // one that releases fewer, then the earlier step, then the earlier piece.
-    const auto chained = static_cast<std::uint64_t>(windowed() ? (p_ - 1 - j) / kPiecesInFlight : 0);
-    const auto most = static_cast<std::uint64_t>(windowed() ? (p_ - 1) / kPiecesInFlight : 0);
-    g.key = ((((most - chained) * static_cast<std::uint64_t>(steps_) + static_cast<std::uint64_t>(s)) *
-                  static_cast<std::uint64_t>(p_) +
-              static_cast<std::uint64_t>(j))
-             << 2) |
-            static_cast<std::uint64_t>(sub);
+    g.key = order_.key(j, s, static_cast<std::uint64_t>(sub));
     if (sub == 0) {
       g.kind = Kind::move;
       g.dev = i;
@@ -169,19 +255,8 @@ class Ring final : public Program {
     if (s == 0 || s - 1 >= touch_steps_) return false;
     r = i;  // B(j, s − 1, i)
     st = 0;
-    pos = 0;
-    const int most = windowed() ? (p_ - 1) / kPiecesInFlight : 0;
-    for (int chained = most; chained >= 0; --chained) {
-      const int lo = windowed() ? std::max(0, p_ - kPiecesInFlight * (chained + 1)) : 0;
-      const int hi = windowed() ? p_ - 1 - kPiecesInFlight * chained : p_ - 1;
-      if (j > hi) {
-        pos += static_cast<std::int64_t>(touch_steps_) * (hi - lo + 1);
-        continue;
-      }
-      pos += static_cast<std::int64_t>(s - 1) * (hi - lo + 1) + (j - lo);
-      return true;
-    }
-    return false;
+    pos = order_.position(j, s - 1, touch_steps_);
+    return true;
   }
 
   // Rank i's tasks are rank i + period's when every chunk index c has the size of c + period
@@ -210,21 +285,10 @@ class Ring final : public Program {
   // One stream per rank: its B touches, step by step, piece by piece.
   int streams() const override { return touch_steps_ > 0 && m_ > 1 ? 1 : 0; }
   bool stream_task(int r, int /*s*/, std::int64_t idx, Code& c) const override {
-    // In key order: pieces grouped by how many later pieces they release (most first),
-    // then step, then piece.
-    const int most = windowed() ? (p_ - 1) / kPiecesInFlight : 0;
-    for (int chained = most; chained >= 0; --chained) {
-      const int lo = windowed() ? std::max(0, p_ - kPiecesInFlight * (chained + 1)) : 0;
-      const int hi = windowed() ? p_ - 1 - kPiecesInFlight * chained : p_ - 1;  // inclusive
-      const std::int64_t group = static_cast<std::int64_t>(touch_steps_) * (hi - lo + 1);
-      if (idx >= group) {
-        idx -= group;
-        continue;
-      }
-      c = make(lo + static_cast<int>(idx % (hi - lo + 1)), static_cast<int>(idx / (hi - lo + 1)), r, 2);
-      return true;
-    }
-    return false;
+    int j = 0, s = 0;
+    if (!order_.at(idx, touch_steps_, j, s)) return false;
+    c = make(j, s, r, 2);
+    return true;
   }
 
  private:
@@ -258,6 +322,7 @@ class Ring final : public Program {
   int m_, p_;
   std::int64_t elements_ = 0;
   int steps_ = 0, touch_steps_ = 0;
+  PieceOrder order_;
   std::vector<std::int64_t> even_;
 };
 
@@ -321,6 +386,439 @@ class Pairwise final : public Program {
 
   int n_, w_, g_;
   std::int64_t elements_ = 0;
+};
+
+// Hierarchical all-reduce over n ranks, g per node (numbered node by node), N = n/g nodes,
+// as collective_task_graph builds it. Per piece j:
+//   phase 0  ring reduce-scatter inside every node: in step k = 0..g−2 local position l
+//            sends intra chunk (l − k) mod g to l + 1, which accumulates what arrived
+//            (touch A) and its own data (touch B, ready from the start) into a fresh
+//            buffer; position l ends with intra chunk (l + 1) mod g;
+//   phase 1  along every rail (the ranks of one local position), a ring reduce-scatter of
+//            that chunk in N rail chunks (N − 1 steps; its B touches read phase 0's result);
+//   phase 2  along every rail, a ring all-gather (N − 1 steps; rail position q starts with
+//            rail chunk (q + 1) mod N);
+//   phase 3  ring all-gather inside every node of the N rail chunks each rank holds, one
+//            move per rail chunk (the expanded form keeps them in N buffers), each sent
+//            as soon as it has arrived.
+// Each phase bounds the pieces in flight on its own (Builder::bound_pieces): a rank's first
+// send of piece j in a phase waits for the last move of piece j − kPiecesInFlight into it in
+// that phase — in phase 3 only the send of rail chunk 0, as the expanded form orders it.
+// With one rank per node (g = 1) phases 0 and 3 are empty: a ring over the nodes.
+// Code j·T + the phase's offset + (k·n + r)·3 + sub (phases 0 and 1: sub 0 the move r
+// sends, 1 and 2 touches A and B on receiver r), + k·n + r (phase 2: the move r sends),
+// + (k·n + r)·N + c (phase 3: rail chunk c sent by r). On one lane of one rank, code order
+// is the expanded form's task order.
+//
+// Priority: the expanded form's own, the longest undisturbed path from a task to the end,
+// computed in closed form. Along a chain of one chunk (a ring's steps) the path adds the
+// steps' durations; it branches only where a phase ends and where a window releases the
+// next piece, so per piece a table over (rail, rail chunk) and one over ranks hold
+// everything (P·n entries each). Durations are taken on rank 0's routes (the intra-node
+// hop 0 → 1, the rail hop 0 → g) and the device type of rank 0: exact on machines whose
+// nodes and rails are alike (every preset); elsewhere a priority close to it.
+class Hierarchical final : public Program {
+ public:
+  Hierarchical(const CollectiveSpec& s, const Machine& m) : n_(s.ranks), g_(s.ranks_per_node), p_(s.slices) {
+    nodes_ = n_ / g_;
+    const auto n = static_cast<Code>(n_);
+    size_[0] = static_cast<Code>(g_ - 1) * n * 3;
+    size_[1] = static_cast<Code>(nodes_ - 1) * n * 3;
+    size_[2] = static_cast<Code>(nodes_ - 1) * n;
+    size_[3] = static_cast<Code>(g_ - 1) * n * static_cast<Code>(nodes_);
+    for (int ph = 0; ph < 3; ++ph) off_[ph + 1] = off_[ph] + size_[ph];
+    per_piece_ = off_[3] + size_[3];
+    opener0_ = static_cast<Code>(p_) * per_piece_;
+    // Elements of intra chunk x of piece j (the whole piece with one rank per node).
+    const std::int64_t elements = s.bytes / dtype_bytes(s.dtype);
+    intra_.resize(static_cast<std::size_t>(p_) * static_cast<std::size_t>(g_));
+    for (int j = 0; j < p_; ++j) {
+      const std::int64_t piece = split_point(j + 1, elements, p_) - split_point(j, elements, p_);
+      for (int x = 0; x < g_; ++x) intra_[index(j, x)] = part(x, piece, g_);
+    }
+    ranks(s, m);
+  }
+
+  Gen task(Code code) const override {
+    const At a = at(code);
+    const int l = a.r % g_, q = a.r / g_;
+    Gen g;
+    const bool move = a.ph >= 2 || a.sub == 0;
+    g.kind = move ? Kind::move : Kind::touch;
+    g.dev = a.r;
+    g.dst = move ? (a.ph == 0 || a.ph == 3 ? intra_next(a.r) : rail_next(a.r)) : a.r;
+    switch (a.ph) {
+      case 0: {
+        const int sender = move ? l : mod(l - 1, g_);
+        g.elements = intra_[index(a.j, mod(sender - a.k, g_))];
+        break;
+      }
+      case 1: {
+        const int sender = move ? q : mod(q - 1, nodes_);
+        g.elements = part(mod(sender - a.k, nodes_), rail_length(a.j, l), nodes_);
+        break;
+      }
+      case 2: g.elements = part(mod(q + 1 - a.k, nodes_), rail_length(a.j, l), nodes_); break;
+      default: g.elements = part(a.sub, intra_[index(a.j, mod(l + 1 - a.k, g_))], nodes_); break;
+    }
+    g.key = static_cast<std::uint64_t>(kMaxSimTime - rank(a));  // the longest path first
+    return g;
+  }
+
+  int deps(Code code) const override {
+    if (code >= opener0_) return 2;  // phase 0's last touches A and B
+    const At a = at(code);
+    const int window = a.j >= kPiecesInFlight ? 1 : 0;
+    switch (a.ph) {
+      case 0: return a.sub == 1 ? 1 : a.sub == 2 ? 0 : a.k == 0 ? window : 2;
+      case 1:
+        if (a.sub == 1) return 1;
+        if (a.sub == 2) return g_ > 1 ? 2 : 0;
+        return a.k == 0 ? (g_ > 1 ? 2 : 0) + window : 2;
+      case 2: return a.k == 0 ? 2 : 1;
+      default:
+        if (a.k > 0) return 1;
+        return (a.sub == mod(a.r / g_ + 1, nodes_) ? 2 : 1) + (a.sub == 0 ? window : 0);
+    }
+  }
+
+  void successors(Code code, std::vector<Code>& out) const override {
+    const At a = at(code);
+    const int j = a.j, k = a.k, r = a.r, q = r / g_;
+    const bool next_piece = j + kPiecesInFlight < p_;
+    switch (a.ph) {
+      case 0:
+        if (a.sub == 0) {
+          out.push_back(make(j, 0, k, intra_next(r), 1));
+          if (k == g_ - 2 && next_piece) out.push_back(make(j + kPiecesInFlight, 0, 0, intra_next(r), 0));
+        } else if (k < g_ - 2) {
+          out.push_back(make(j, 0, k + 1, r, 0));
+        } else {  // r's intra chunk is reduced: its rail's reduce-scatter reads it
+          out.push_back(make(j, 1, 0, r, 0));
+          out.push_back(opener0_ + static_cast<Code>(j) * static_cast<Code>(n_) + static_cast<Code>(r));  // its B touches
+        }
+        return;
+      case 1:
+        if (a.sub == 0) {
+          out.push_back(make(j, 1, k, rail_next(r), 1));
+        } else if (k < nodes_ - 2) {
+          out.push_back(make(j, 1, k + 1, r, 0));
+        } else {  // r's rail chunk is reduced
+          out.push_back(make(j, 2, 0, r, 0));
+          if (g_ > 1) out.push_back(make(j, 3, 0, r, mod(q + 1, nodes_)));
+        }
+        return;
+      case 2: {
+        const int to = rail_next(r);
+        if (k < nodes_ - 2) out.push_back(make(j, 2, k + 1, to, 0));
+        if (g_ > 1) out.push_back(make(j, 3, 0, to, mod(q + 1 - k, nodes_)));
+        if (k == nodes_ - 2 && next_piece) out.push_back(make(j + kPiecesInFlight, 1, 0, to, 0));
+        return;
+      }
+      default: {
+        const int to = intra_next(r);
+        if (k < g_ - 2) out.push_back(make(j, 3, k + 1, to, a.sub));
+        if (k == g_ - 2 && a.sub == nodes_ - 1 && next_piece) out.push_back(make(j + kPiecesInFlight, 3, 0, to, 0));
+        return;
+      }
+    }
+  }
+
+  // The first sends of the first kPiecesInFlight pieces; B touches come as streams.
+  void initial(std::vector<Code>& out) const override {
+    for (int j = 0; j < std::min(p_, kPiecesInFlight); ++j)
+      for (int r = 0; r < n_; ++r) out.push_back(g_ > 1 ? make(j, 0, 0, r, 0) : make(j, 1, 0, r, 0));
+  }
+
+  // Streams per rank, each in priority order (then code order), each task fed when the one
+  // before it starts: with g > 1 stream 0 the phase-0 B touches (they read the rank's own
+  // data: ready from the start), and stream 1 + j piece j's phase-1 B touches, opened when
+  // the rank's phase 0 of piece j is done (their order depends on the rank: a table of
+  // N − 1 steps per rank and piece, 2 bytes each). With one rank per node one stream, the
+  // phase-1 B touches of every piece, ready from the start, in rank 0's order (the same
+  // for every rank where the pieces split evenly over the nodes; elsewhere close to it).
+  int streams() const override { return g_ > 1 ? 1 + p_ : 1; }
+  bool stream_open_at_start(int s) const override { return s == 0; }
+  bool opens(Code code, int& r, int& s) const override {
+    if (code < opener0_) return false;
+    const Code x = code - opener0_;
+    r = static_cast<int>(x % static_cast<Code>(n_));
+    s = 1 + static_cast<int>(x / static_cast<Code>(n_));
+    return true;
+  }
+  bool stream_task(int r, int s, std::int64_t idx, Code& c) const override {
+    const int steps = nodes_ - 1;
+    if (g_ == 1) {
+      if (idx >= static_cast<std::int64_t>(stream_order_.size())) return false;
+      const std::int32_t jk = stream_order_[static_cast<std::size_t>(idx)];
+      c = make(jk / steps, 1, jk % steps, r, 2);
+      return true;
+    }
+    if (s == 0) {
+      const std::int64_t per_rank = static_cast<std::int64_t>(p_) * (g_ - 1);
+      if (idx >= per_rank) return false;
+      const std::int32_t jk = b0_order_[static_cast<std::size_t>(r * per_rank + idx)];
+      c = make(jk / (g_ - 1), 0, jk % (g_ - 1), r, 2);
+      return true;
+    }
+    if (idx >= steps) return false;
+    c = make(s - 1, 1, b1_order_[b1_index(r, s - 1) + static_cast<std::size_t>(idx)], r, 2);
+    return true;
+  }
+  bool stream_dep(Code code, int& r, int& st, std::int64_t& pos) const override {
+    if (g_ == 1) {
+      const At a = at(code);
+      if (a.ph != 1 || a.sub != 0 || a.k == 0) return false;
+      r = a.r;  // B(j, k − 1, r)
+      st = 0;
+      pos = stream_pos_[static_cast<std::size_t>(a.j * (nodes_ - 1) + a.k - 1)];
+      return true;
+    }
+    int j = 0, k = -1;  // waits for phase 0's B touch (j, k) on r
+    if (code >= opener0_) {
+      const Code x = code - opener0_;
+      r = static_cast<int>(x % static_cast<Code>(n_));
+      j = static_cast<int>(x / static_cast<Code>(n_));
+      k = g_ - 2;
+    } else {
+      const At a = at(code);
+      r = a.r;
+      j = a.j;
+      if (a.ph == 0 && a.sub == 0 && a.k > 0) k = a.k - 1;  // the next send
+      if (a.ph == 1 && a.sub == 0 && a.k == 0) k = g_ - 2;  // the rail's first send reads phase 0's result
+      if (a.ph == 1 && a.sub == 0 && a.k > 0) {  // the rail's next send: piece j's phase-1 B touch k − 1
+        st = 1 + j;
+        const std::size_t at0 = b1_index(r, j);
+        pos = 0;
+        while (b1_order_[at0 + static_cast<std::size_t>(pos)] != a.k - 1) ++pos;
+        return true;
+      }
+    }
+    if (k < 0) return false;
+    st = 0;
+    const std::int64_t per_rank = static_cast<std::int64_t>(p_) * (g_ - 1);
+    pos = b0_pos_[static_cast<std::size_t>(r * per_rank + j * (g_ - 1) + k)];
+    return true;
+  }
+
+ private:
+  struct At {
+    int j = 0, ph = 0, k = 0, r = 0, sub = 0;
+  };
+  [[nodiscard]] At at(Code code) const {
+    At a;
+    a.j = static_cast<int>(code / per_piece_);
+    Code x = code % per_piece_;
+    a.ph = x < off_[1] ? 0 : x < off_[2] ? 1 : x < off_[3] ? 2 : 3;
+    x -= off_[a.ph];
+    if (a.ph <= 1) {
+      a.sub = static_cast<int>(x % 3);
+      x /= 3;
+    } else if (a.ph == 3) {
+      a.sub = static_cast<int>(x % static_cast<Code>(nodes_));
+      x /= static_cast<Code>(nodes_);
+    }
+    a.r = static_cast<int>(x % static_cast<Code>(n_));
+    a.k = static_cast<int>(x / static_cast<Code>(n_));
+    return a;
+  }
+  [[nodiscard]] Code make(int j, int ph, int k, int r, int sub) const {
+    Code x = static_cast<Code>(k) * static_cast<Code>(n_) + static_cast<Code>(r);
+    if (ph <= 1) x = x * 3 + static_cast<Code>(sub);
+    if (ph == 3) x = x * static_cast<Code>(nodes_) + static_cast<Code>(sub);
+    return static_cast<Code>(j) * per_piece_ + off_[ph] + x;
+  }
+  [[nodiscard]] static int mod(int v, int m) { return ((v % m) + m) % m; }
+  [[nodiscard]] static std::int64_t part(int c, std::int64_t length, int m) {
+    return split_point(c + 1, length, m) - split_point(c, length, m);
+  }
+  [[nodiscard]] std::size_t index(int j, int x) const {
+    return static_cast<std::size_t>(j) * static_cast<std::size_t>(g_) + static_cast<std::size_t>(x);
+  }
+  [[nodiscard]] std::size_t at_rank(int j, int r) const {
+    return static_cast<std::size_t>(j) * static_cast<std::size_t>(n_) + static_cast<std::size_t>(r);
+  }
+  [[nodiscard]] int intra_next(int r) const { return r - r % g_ + (r % g_ + 1) % g_; }
+  [[nodiscard]] int rail_next(int r) const { return (r + g_) % n_; }
+  // What rail l reduces: the intra chunk its rank holds after phase 0.
+  [[nodiscard]] std::int64_t rail_length(int j, int l) const { return intra_[index(j, (l + 1) % g_)]; }
+
+  // --- Longest paths (the header comment). Sizes: rail chunk c of rail l, s1 = part(c,
+  // rail_length(j, l), N); a phase-3 move of intra chunk x's rail chunk c, part(c,
+  // intra(j, x), N).
+  [[nodiscard]] SimTime intra_ps(std::int64_t elements) const { return cost(intra_cost_, intra_hop_, elements, false); }
+  [[nodiscard]] SimTime rail_ps(std::int64_t elements) const { return cost(rail_cost_, rail_hop_, elements, false); }
+  [[nodiscard]] SimTime touch_ps(std::int64_t elements) const { return cost(touch_cost_, {}, elements, true); }
+  struct Hop {
+    int a = 0, b = 0;
+  };
+  struct Cost {
+    std::int64_t elements;
+    SimTime ps;
+  };
+  SimTime cost(std::vector<Cost>& cache, Hop hop, std::int64_t elements, bool touch) const {
+    for (const Cost& c : cache)
+      if (c.elements == elements) return c.ps;
+    const SimTime ps = touch ? accumulate_ps(*type_, elements, dtype_) : move_ps(*m_, hop.a, hop.b, elements * eb_);
+    cache.push_back(Cost{elements, ps});
+    return ps;
+  }
+  // k steps of d each, saturating at the clock's limit as add_sim_time does.
+  static SimTime times(int k, SimTime d) {
+    if (k <= 0) return 0;
+    return d > kMaxSimTime / k ? kMaxSimTime : std::min(d * k, kMaxSimTime);
+  }
+
+  // Phase 3: the move of rail chunk c of intra chunk x at step k.
+  [[nodiscard]] SimTime rank3(int j, int k, int x, int c) const {
+    SimTime r = times(g_ - 1 - k, intra_ps(part(c, intra_[index(j, x)], nodes_)));
+    if (c == nodes_ - 1 && j + kPiecesInFlight < p_)  // releases the next piece's send of chunk 0 of intra chunk x − 1
+      r = add_sim_time(r, times(g_ - 1, intra_ps(part(0, intra_[index(j + kPiecesInFlight, mod(x - 1, g_))], nodes_))));
+    return r;
+  }
+  // Phase 1: rail l's reduce-scatter move of rail chunk c at step k (its touches: less the move).
+  [[nodiscard]] SimTime rank1(int j, int k, int l, int c) const {
+    const std::int64_t e = part(c, rail_length(j, l), nodes_);
+    return add_sim_time(times(nodes_ - 1 - k, add_sim_time(rail_ps(e), touch_ps(e))), h_[at_rank(j, l * nodes_ + c)]);
+  }
+  // Phase 2: rail l's all-gather move of rail chunk c at step k.
+  [[nodiscard]] SimTime rank2(int j, int k, int l, int c) const {
+    SimTime after = g_ > 1 ? rank3(j, 0, (l + 1) % g_, c) : 0;
+    if (j + kPiecesInFlight < p_) after = std::max(after, rank1(j + kPiecesInFlight, 0, l, mod(c - 2, nodes_)));
+    return add_sim_time(times(nodes_ - 1 - k, rail_ps(part(c, rail_length(j, l), nodes_))), after);
+  }
+  // Phase 0: the move rank s sends at step k (touch false), or the touches on receiver s
+  // at step k: walked from the phase's end (at most g − 1 steps).
+  [[nodiscard]] SimTime rank0(int j, int k, int s, bool touch) const {
+    const int node = s - s % g_, l0 = s % g_;
+    const int sender0 = touch ? mod(l0 - 1, g_) : l0;  // the sender at step k
+    // Step t's sender is sender0 + (t − k), its receiver the one after.
+    const int last_receiver = node + mod(sender0 + (g_ - 2 - k) + 1, g_);
+    SimTime v = f0_[at_rank(j, last_receiver)];
+    for (int t = g_ - 2; t >= k; --t) {
+      const int sl = mod(sender0 + (t - k), g_), receiver = node + mod(sl + 1, g_);
+      const std::int64_t e = intra_[index(j, mod(sl - t, g_))];
+      const SimTime a = add_sim_time(touch_ps(e), v);
+      if (touch && t == k) return a;
+      SimTime after = a;
+      if (t == g_ - 2 && j + kPiecesInFlight < p_) after = std::max(after, r0_[at_rank(j + kPiecesInFlight, receiver)]);
+      v = add_sim_time(intra_ps(e), after);
+    }
+    return v;
+  }
+  [[nodiscard]] SimTime rank(const At& a) const {
+    const int l = a.r % g_, q = a.r / g_;
+    switch (a.ph) {
+      case 0: return rank0(a.j, a.k, a.r, a.sub != 0);
+      case 1: {
+        const int c = mod((a.sub == 0 ? q : q - 1) - a.k, nodes_);
+        const SimTime m = rank1(a.j, a.k, l, c);
+        return a.sub == 0 ? m : m - rail_ps(part(c, rail_length(a.j, l), nodes_));
+      }
+      case 2: return rank2(a.j, a.k, l, mod(q + 1 - a.k, nodes_));
+      default: return rank3(a.j, a.k, mod(l + 1 - a.k, g_), a.sub);
+    }
+  }
+
+  // Tables, piece by piece from the last (a window reaches forward to piece j + 8):
+  // h_[j][l·N + c] the path from the end of rail chunk c's reduce-scatter on rail l;
+  // f0_[j][r] from the end of rank r's phase 0; r0_[j][r] from r's first phase-0 send.
+  void ranks(const CollectiveSpec& s, const Machine& m) {
+    m_ = &m;
+    type_ = &m.type_of(DeviceId(0));
+    dtype_ = s.dtype;
+    eb_ = dtype_bytes(s.dtype);
+    intra_hop_ = Hop{0, 1 % n_};
+    rail_hop_ = Hop{0, g_ % n_};
+    const std::size_t cells = static_cast<std::size_t>(p_) * static_cast<std::size_t>(n_);
+    h_.assign(cells, 0);
+    f0_.assign(g_ > 1 ? cells : 0, 0);
+    r0_.assign(g_ > 1 ? cells : 0, 0);
+    for (int j = p_ - 1; j >= 0; --j) {
+      for (int l = 0; l < g_; ++l)
+        for (int c = 0; c < nodes_; ++c)
+          h_[at_rank(j, l * nodes_ + c)] = std::max(rank2(j, 0, l, c), g_ > 1 ? rank3(j, 0, (l + 1) % g_, c) : 0);
+      if (g_ == 1) continue;
+      for (int r = 0; r < n_; ++r) {
+        const int l = r % g_, q = r / g_;
+        SimTime best = rank1(j, 0, l, q);  // its rail reduce-scatter's first send, then its B touches
+        for (int k = 0; k + 1 < nodes_; ++k) {
+          const int c = mod(q - 1 - k, nodes_);
+          best = std::max(best, rank1(j, k, l, c) - rail_ps(part(c, rail_length(j, l), nodes_)));
+        }
+        f0_[at_rank(j, r)] = best;
+      }
+      for (int r = 0; r < n_; ++r) r0_[at_rank(j, r)] = rank0(j, 0, r, false);
+    }
+    if (g_ > 1) {
+      stream_orders();
+      return;
+    }
+    // One rank per node: rank 0's B touches in priority order, then code order (j, k).
+    const int steps = nodes_ - 1;
+    std::vector<std::pair<SimTime, std::int32_t>> order;
+    for (int j = 0; j < p_; ++j)
+      for (int k = 0; k < steps; ++k) order.emplace_back(rank(at(make(j, 1, k, 0, 2))), j * steps + k);
+    std::stable_sort(order.begin(), order.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+    stream_order_.resize(order.size());
+    stream_pos_.resize(order.size());
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      stream_order_[i] = order[i].second;
+      stream_pos_[static_cast<std::size_t>(order[i].second)] = static_cast<std::int64_t>(i);
+    }
+  }
+
+  // The B touches' streams with g > 1 (streams()): per rank its phase-0 B touches j·(g−1) + k
+  // in stream order and each one's position; per rank and piece its phase-1 B touches' steps.
+  void stream_orders() {
+    const int per_rank = p_ * (g_ - 1), steps = nodes_ - 1;
+    if (steps > std::numeric_limits<std::uint16_t>::max()) fail("collective: ", nodes_, " nodes are more than the generated hierarchical all-reduce supports");
+    b0_order_.resize(static_cast<std::size_t>(n_) * static_cast<std::size_t>(per_rank));
+    b0_pos_.resize(b0_order_.size());
+    b1_order_.resize(static_cast<std::size_t>(n_) * static_cast<std::size_t>(p_) * static_cast<std::size_t>(steps));
+    std::vector<std::pair<SimTime, std::int32_t>> order;
+    for (int r = 0; r < n_; ++r) {
+      order.clear();
+      for (int j = 0; j < p_; ++j)
+        for (int k = 0; k < g_ - 1; ++k) order.emplace_back(rank0(j, k, r, true), j * (g_ - 1) + k);
+      std::stable_sort(order.begin(), order.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+      const std::size_t base = static_cast<std::size_t>(r) * static_cast<std::size_t>(per_rank);
+      for (std::size_t i = 0; i < order.size(); ++i) {
+        b0_order_[base + i] = order[i].second;
+        b0_pos_[base + static_cast<std::size_t>(order[i].second)] = static_cast<std::int32_t>(i);
+      }
+      const int l = r % g_, q = r / g_;
+      for (int j = 0; j < p_; ++j) {
+        order.clear();
+        for (int k = 0; k < steps; ++k) {
+          const int c = mod(q - 1 - k, nodes_);
+          order.emplace_back(rank1(j, k, l, c) - rail_ps(part(c, rail_length(j, l), nodes_)), k);
+        }
+        std::stable_sort(order.begin(), order.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+        for (int i = 0; i < steps; ++i) b1_order_[b1_index(r, j) + static_cast<std::size_t>(i)] = static_cast<std::uint16_t>(order[static_cast<std::size_t>(i)].second);
+      }
+    }
+  }
+  [[nodiscard]] std::size_t b1_index(int r, int j) const {
+    return (static_cast<std::size_t>(r) * static_cast<std::size_t>(p_) + static_cast<std::size_t>(j)) *
+           static_cast<std::size_t>(nodes_ - 1);
+  }
+
+  int n_, g_, p_, nodes_ = 1;
+  Code size_[4] = {}, off_[4] = {}, per_piece_ = 0;
+  Code opener0_ = 0;  // codes from here open a rank's phase-1 B touches of a piece (opens())
+  std::vector<std::int64_t> intra_;
+  std::vector<std::int32_t> b0_order_, b0_pos_;
+  std::vector<std::uint16_t> b1_order_;
+  const Machine* m_ = nullptr;
+  const DeviceType* type_ = nullptr;
+  DType dtype_ = DType::f32;
+  std::int64_t eb_ = 4;
+  Hop intra_hop_, rail_hop_;
+  mutable std::vector<Cost> intra_cost_, rail_cost_, touch_cost_;  // durations by size (a few sizes)
+  std::vector<SimTime> h_, f0_, r0_;
+  std::vector<std::int32_t> stream_order_;
+  std::vector<std::int64_t> stream_pos_;
 };
 
 class Engine {
@@ -479,19 +977,7 @@ class Engine {
     const DeviceType* dt = &m_.type_of(DeviceId(dev));
     for (const auto& c : touch_cache_)
       if (c.type == dt && c.elements == elements) return c.ps;
-    if (touch_graph_.buffers.empty()) touch_graph_.buffers.push_back(Buffer{DeviceId(0), Shape{1}, spec_.dtype, Agg::sum, NodeId(0)});
-    Task t;
-    t.kind = TaskKind::touch;
-    t.op = TouchOp::accumulate;
-    t.agg = Agg::sum;
-    t.writes = BufferId(0);
-    t.src.rank = 1;
-    t.src.size[0] = elements;
-    t.dst = t.src;
-    t.flops = static_cast<double>(elements);
-    t.bytes = elements * eb_;
-    const SimTime ps = to_sim_time(compute_seconds(t, touch_graph_, *dt));
-    if (ps >= kMaxSimTime) fail("simulate: a touch of the collective alone would pass the simulator's clock limit");
+    const SimTime ps = accumulate_ps(*dt, elements, spec_.dtype);
     touch_cache_.push_back(TouchTime{dt, elements, ps});
     return ps;
   }
@@ -503,7 +989,8 @@ class Engine {
     for (Code c : init)
       if (p_.task(c).dev < nd_) make_ready(c, -1);  // reduced: the simulated ranks' only
     for (int r = 0; r < nd_; ++r)
-      for (int s = 0; s < p_.streams(); ++s) feed(r, s);
+      for (int s = 0; s < p_.streams(); ++s)
+        if (p_.stream_open_at_start(s)) feed(r, s);
     for (int r = 0; r < nd_; ++r) dispatch(r, 0);
     for (;;) {
       const SimTime t = std::min(queue_.next_time(), network_->next_time());
@@ -545,7 +1032,14 @@ class Engine {
     push(c, s);
   }
 
-  void make_ready(Code c, std::int32_t stream) { push(c, stream); }
+  void make_ready(Code c, std::int32_t stream) {
+    int r = 0, s = 0;
+    if (p_.opens(c, r, s)) {
+      feed(r, s);
+      return;
+    }
+    push(c, stream);
+  }
 
   void push(Code c, std::int32_t stream) {
     const Gen g = p_.task(c);
@@ -802,7 +1296,6 @@ class Engine {
   // order is taken from the map).
   std::unordered_map<Code, int> waiting_;
   std::vector<TouchTime> touch_cache_;
-  TaskGraph touch_graph_;  // one buffer, for the compute model's dtype lookup
   std::vector<std::int64_t> link_bytes_;
   std::int64_t bytes_moved_ = 0;
   std::int64_t events_ = 0;
@@ -813,8 +1306,7 @@ class Engine {
 }  // namespace
 
 std::string generated_form_unsupported(const CollectiveSpec& spec, const Machine& m, const SimOptions& o) {
-  if (spec.algorithm == Algorithm::tree || spec.algorithm == Algorithm::hierarchical)
-    return "the " + std::string(to_string(spec.algorithm)) + " algorithm is not generated yet";
+  if (spec.algorithm == Algorithm::tree) return "the tree algorithm is not generated yet";
   if (o.network != "flow") return "the generated form runs under the flow network model only";
   if (o.policy != Policy::async) return "the generated form runs under the async policy only";
   if (o.priority != Priority::longest_path) return "the generated form orders ready tasks as longest-path does";
@@ -839,6 +1331,8 @@ SimResult simulate_collective_node(const TaskGraph& tg, const Machine& m, const 
   std::unique_ptr<Program> p;
   if (spec.collective == Collective::alltoall) {
     p = std::make_unique<Pairwise>(spec);
+  } else if (spec.algorithm == Algorithm::hierarchical) {
+    p = std::make_unique<Hierarchical>(spec, m);
   } else {
     p = std::make_unique<Ring>(spec);
   }

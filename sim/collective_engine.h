@@ -12,20 +12,26 @@
 // so memory grows with the ranks, not with the n² tasks of the expanded form.
 //
 // What differs from the expanded form:
-//   priority  among ready tasks of one lane, the earlier step first, then the earlier
-//             piece (the expanded form ranks by longest path to the end, which for these
-//             symmetric programs orders them the same way up to tie-breaks between
-//             pieces whose sizes differ by one element); finish times agree with the
-//             expanded form within 0.1% on the closed-form cases (collective_engine_test).
+//   priority  ring and all-to-all: among ready tasks of one lane, the earlier step first,
+//             then the earlier piece (the expanded form ranks by longest path to the end,
+//             which for these symmetric programs orders them the same way up to
+//             tie-breaks between pieces whose sizes differ by one element). Hierarchical:
+//             the longest path itself, in closed form from per-piece tables, on rank 0's
+//             routes (exact where nodes and rails are alike, as on every preset). On the
+//             cases of collective_engine_test the finish times, events, bytes per link
+//             and busy times are the expanded form's bit for bit.
 //   result    no timeline spans, no critical path and no buffer memory (peak_memory_bytes
 //             0): SimResult::timeline is empty. Makespan, events, per-device lane busy
 //             times and bytes per link are reported as by the expanded form.
 //
 // Generated: ring reduce-scatter, all-gather and all-reduce, pairwise all-to-all (windowed
-// or every send posted, one or two levels), under the flow model with the async policy and
-// longest-path priority on machines without per-row copy costs or single-lane devices.
-// Anything else (tree, hierarchical, alpha-beta, bsp, fifo, measured task seconds) is
-// simulated in the expanded form; generated_form_unsupported() says why.
+// or every send posted, one or two levels), hierarchical all-reduce, under the flow model
+// with the async policy and longest-path priority on machines without per-row copy costs
+// or single-lane devices. The hierarchical all-reduce's tasks grow as n²/g (N = n/g nodes:
+// every rail's 2(N − 1) steps, and the node all-gather's move per rail chunk); what it
+// stores grows with n: per rank and piece a few path lengths, and the order of its rail
+// B touches (2 bytes per rail step). Anything else (tree, alpha-beta, bsp, fifo, measured
+// task seconds) is simulated in the expanded form; generated_form_unsupported() says why.
 //
 // Symmetry (SimOptions::symmetry, on by default): a ring collective on ranks and a machine
 // that repeat every P ranks is simulated on ranks 0..P−1 only and reported as the full run

@@ -8,6 +8,10 @@
 // The ring all-reduces run on one node of ranks for all (sim/collective_symmetry.h) by
 // default: `events` counts what was simulated, `events_unreduced` what the full run has;
 // the BM_CollFull* variants turn the reduction off (SimOptions::symmetry), the full engine's speed.
+// BM_CollHierarchicalAllReduce*: the tuner's choice across nodes (intra-node reduce-scatter,
+// a ring per rail, intra-node all-gather), generated with every rank simulated; its tasks
+// grow as n²/g (the rails' steps and the node all-gather's move per rail chunk), its memory
+// with n (per rank and piece, 2 bytes per rail step for the order of its B touches).
 #include <benchmark/benchmark.h>
 
 #include <fstream>
@@ -28,12 +32,12 @@ double status_kb(const std::string& field) {
   return 0;
 }
 
-void run(benchmark::State& state, tessel::sim::Collective c, const char* machine, int n, bool symmetry = true) {
+void run(benchmark::State& state, tessel::sim::Collective c, const char* machine, int n, bool symmetry = true,
+         tessel::sim::Algorithm algorithm = tessel::sim::Algorithm::ring) {
   using namespace tessel;
   const Machine m = machine_preset(machine);
   sim::CollectivePlan plan = sim::plan_collective(c, n, std::int64_t{1} << 30, DType::f32, m,
-                                                  c == sim::Collective::alltoall ? sim::Algorithm::pairwise
-                                                                                 : sim::Algorithm::ring);
+                                                  c == sim::Collective::alltoall ? sim::Algorithm::pairwise : algorithm);
   plan.spec.window = plan.spec.ranks_per_node > 0 ? 0 : 1;
   const TaskGraph tg = sim::collective_node_graph(plan.spec);
   sim::SimOptions o;
@@ -80,5 +84,13 @@ BENCHMARK(BM_CollFullRingAllReduce1GiB1024)->Unit(benchmark::kMillisecond)->UseR
 BENCHMARK(BM_CollFullRingAllReduce1GiB8192)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
 BENCHMARK(BM_CollAllToAll1GiB1024)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
 BENCHMARK(BM_CollAllToAll1GiB8192)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
+void BM_CollHierarchicalAllReduce1GiB256(benchmark::State& s) {
+  run(s, tessel::sim::Collective::allreduce, "cluster:32xh100-sxm-8", 256, true, tessel::sim::Algorithm::hierarchical);
+}
+void BM_CollHierarchicalAllReduce1GiB1024(benchmark::State& s) {
+  run(s, tessel::sim::Collective::allreduce, "cluster:128xh100-sxm-8", 1024, true, tessel::sim::Algorithm::hierarchical);
+}
+BENCHMARK(BM_CollHierarchicalAllReduce1GiB256)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
+BENCHMARK(BM_CollHierarchicalAllReduce1GiB1024)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
 
 }  // namespace

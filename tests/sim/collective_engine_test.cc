@@ -81,6 +81,31 @@ TEST(CollectiveEngine, AllToAllMatchesTheExpandedFormBitForBit) {
   expect_same(s, one, 1);
 }
 
+TEST(CollectiveEngine, HierarchicalAllReduceMatchesTheExpandedFormBitForBit) {
+  // Its priorities are the expanded form's longest paths in closed form: the same choices
+  // on every lane, so the same finish times, events, bytes per link and busy times. Sizes:
+  // one piece; 12 pieces with the window binding, chunks even and (+ 37 elements) of two
+  // sizes; 32 pieces. Layouts: 2 nodes of 8 (NVLink-bound), 3 of 4 over PCIe, 16 of 8
+  // (NIC-bound), a fat-tree with two nodes per leaf.
+  const std::int64_t mib48 = std::int64_t{48} << 20, uneven = mib48 + 4 * 37;
+  const Machine two = machine_preset("cluster:2xh100-sxm-8");
+  for (std::int64_t bytes : {std::int64_t{1} << 20, mib48, uneven, std::int64_t{1} << 30})
+    for (int channels : {1, 4}) expect_same(spec_for(Collective::allreduce, 16, bytes, two, Algorithm::hierarchical, channels), two, channels);
+  const Machine pcie = machine_preset("cluster:3xh100-pcie-4");
+  for (int channels : {1, 4}) expect_same(spec_for(Collective::allreduce, 12, uneven, pcie, Algorithm::hierarchical, channels), pcie, channels);
+  const Machine sixteen = machine_preset("cluster:16xh100-sxm-8");
+  expect_same(spec_for(Collective::allreduce, 128, mib48, sixteen, Algorithm::hierarchical, 1), sixteen, 1);
+  const Machine tree = machine_preset("fat-tree:4xh100-sxm-8,leaf=2");
+  expect_same(spec_for(Collective::allreduce, 32, uneven, tree, Algorithm::hierarchical, 4), tree, 4);
+  // Layouts the machine does not have (its priorities then taken on rank 0's routes):
+  // one rank per "node" (a ring over the nodes, phases 0 and 3 empty) and four.
+  for (int per_node : {1, 4}) {
+    CollectiveSpec s = spec_for(Collective::allreduce, 16, uneven, two, Algorithm::hierarchical, 1);
+    s.ranks_per_node = per_node;
+    expect_same(s, two, 1);
+  }
+}
+
 TEST(CollectiveEngine, IsDeterministic) {
   const Machine m = machine_preset("cluster:4xh100-sxm-8");
   for (Collective c : {Collective::allreduce, Collective::alltoall}) {
@@ -107,13 +132,22 @@ TEST(CollectiveEngine, ManyRanksKeepAFewTasksPerRank) {
   EXPECT_EQ(tasks, std::int64_t{4} * 255 * 256 * s.slices);  // moves + two touches per reduce-scatter step
   EXPECT_GT(r.makespan_s, 0);
   EXPECT_TRUE(r.timeline.spans.empty());
+  // Hierarchical, 32 nodes of 8: per piece and rank 3(g − 1) tasks inside the node, 4(N − 1)
+  // along its rail (reduce-scatter: move and two touches; all-gather: a move) and (g − 1)·N
+  // moves of the node's all-gather, one per rail chunk.
+  const CollectiveSpec h = spec_for(Collective::allreduce, 256, std::int64_t{1} << 20, m, Algorithm::hierarchical, 1);
+  const SimResult rh = simulate(collective_node_graph(h), m, collective_options());
+  tasks = 0;
+  for (const auto& d : rh.devices) tasks += d.tasks;
+  EXPECT_EQ(tasks, std::int64_t{256} * (3 * 7 + 4 * 31 + 7 * 32) * h.slices);
+  EXPECT_GT(rh.makespan_s, 0);
 }
 
 TEST(CollectiveEngine, WhatItDoesNotGenerateRunsExpanded) {
   const Machine m = machine_preset("cluster:2xh100-sxm-8");
   const SimOptions o = collective_options();
-  for (Algorithm a : {Algorithm::tree, Algorithm::hierarchical}) {
-    const CollectiveSpec s = spec_for(Collective::allreduce, 16, std::int64_t{16} << 20, m, a, 1);
+  {
+    const CollectiveSpec s = spec_for(Collective::allreduce, 16, std::int64_t{16} << 20, m, Algorithm::tree, 1);
     EXPECT_NE(generated_form_unsupported(s, m, o), "");
     EXPECT_EQ(simulate(collective_node_graph(s), m, o).makespan_s, simulate(collective_task_graph(s), m, o).makespan_s);
   }

@@ -113,6 +113,17 @@ TEST(SimulateCli, FlowIsTheDefaultNetworkAndHierarchicalCanBeForced) {
   r = tessel("simulate --collective allreduce --bytes 64MiB -d 16 -m cluster:2xh100-sxm-8 --algorithm hierarchical");
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("hierarchical (forced)"), std::string::npos) << r.output;
+  // Generated as it runs, as ring and all-to-all are; --expand-collectives gives the same finish.
+  r = tessel("simulate --collective allreduce --bytes 64MiB -d 16 -m cluster:2xh100-sxm-8 --algorithm hierarchical --json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const nlohmann::json gen = nlohmann::json::parse(r.output);
+  EXPECT_EQ(gen["collective_form"], "generated");
+  r = tessel("simulate --collective allreduce --bytes 64MiB -d 16 -m cluster:2xh100-sxm-8 --algorithm hierarchical "
+             "--expand-collectives --json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const nlohmann::json exp = nlohmann::json::parse(r.output);
+  EXPECT_EQ(exp["collective_form"], "expanded");
+  EXPECT_EQ(gen["makespan_s"].get<double>(), exp["makespan_s"].get<double>());
 }
 
 TEST(SimulateCli, TaskGraphAndMachineFiles) {
