@@ -1,11 +1,14 @@
 #include "core/output_files.h"
 
+#include <atomic>
 #include <cerrno>
 #include <climits>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <system_error>
 
 #include <fcntl.h>
@@ -17,6 +20,63 @@
 namespace tessel {
 
 namespace {
+
+// What a signal that ends the process (SIGINT, SIGTERM, SIGHUP) would otherwise leave
+// behind: the temporaries staged but not yet renamed into place, and the folders a batch
+// created for them. The handler removes them (unlink and rmdir are async-signal-safe; a
+// folder that holds anything stays), then lets the signal end the process as it would
+// have. Installed on first use, and only where the signal has its default action (a
+// process started under nohup keeps ignoring SIGHUP).
+constexpr int kTemporarySlots = 1024, kFolderSlots = 64;
+std::atomic<char*> g_temporaries[kTemporarySlots];
+std::atomic<char*> g_folders[kFolderSlots];
+
+extern "C" void remove_on_signal(int sig) {
+  for (auto& slot : g_temporaries)
+    if (char* p = slot.load()) ::unlink(p);
+  for (int i = kFolderSlots; i-- > 0;)
+    if (char* p = g_folders[i].load()) ::rmdir(p);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+void install_signal_cleanup() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+      struct sigaction old {};
+      if (::sigaction(sig, nullptr, &old) != 0 || (old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL) continue;
+      struct sigaction sa {};
+      sa.sa_handler = remove_on_signal;
+      sigemptyset(&sa.sa_mask);
+      ::sigaction(sig, &sa, nullptr);
+    }
+  });
+}
+
+// Remembers `path` for the signal handler (a full table remembers nothing more: the file
+// is still removed on every other way out).
+void remember(std::atomic<char*>* slots, int count, const std::string& path) {
+  install_signal_cleanup();
+  char* copy = ::strdup(path.c_str());
+  if (copy == nullptr) return;
+  for (int i = 0; i < count; ++i) {
+    char* expected = nullptr;
+    if (slots[i].compare_exchange_strong(expected, copy)) return;
+  }
+  std::free(copy);
+}
+void forget(std::atomic<char*>* slots, int count, const std::string& path) {
+  for (int i = 0; i < count; ++i) {
+    char* p = slots[i].load();
+    if (p != nullptr && path == p && slots[i].compare_exchange_strong(p, nullptr)) {
+      std::free(p);
+      return;
+    }
+  }
+}
+void remember_temporary(const std::string& path) { remember(g_temporaries, kTemporarySlots, path); }
+void forget_temporary(const std::string& path) { forget(g_temporaries, kTemporarySlots, path); }
 
 // Writes all of `content` to the open descriptor `fd`; false on any error (errno set).
 bool write_all(int fd, std::string_view content) {
@@ -52,8 +112,14 @@ void write_through(const std::string& path, std::string_view content) {
 // fails naming `path`.
 std::string write_beside(const std::string& path, std::string_view content) {
   std::string tmp = path + ".tmp-tessel";
+  remember_temporary(tmp);  // before it exists: a signal from here on removes it
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0) fail_errno(path, "cannot open for writing");
+  if (fd < 0) {
+    const int saved = errno;
+    forget_temporary(tmp);
+    errno = saved;
+    fail_errno(path, "cannot open for writing");
+  }
   bool ok = write_all(fd, content);
   int saved = errno;
   if (::close(fd) != 0 && ok) {
@@ -62,6 +128,7 @@ std::string write_beside(const std::string& path, std::string_view content) {
   }
   if (!ok) {
     std::remove(tmp.c_str());
+    forget_temporary(tmp);
     errno = saved;
     fail_errno(path, "write failed");
   }
@@ -157,9 +224,11 @@ void write_file_atomic(const std::string& path, std::string_view content) {
   if (std::rename(tmp.c_str(), target.c_str()) != 0) {
     const int saved = errno;
     std::remove(tmp.c_str());
+    forget_temporary(tmp);
     errno = saved;
     fail_errno(path, "cannot move the finished file into place");
   }
+  forget_temporary(tmp);
 }
 
 OutputBatch::OutputBatch(std::vector<std::pair<std::string, std::string>> inputs) {
@@ -169,9 +238,13 @@ OutputBatch::OutputBatch(std::vector<std::pair<std::string, std::string>> inputs
 }
 
 OutputBatch::~OutputBatch() {
+  for (const std::string& dir : created_) forget(g_folders, kFolderSlots, dir);
   if (committed_) return;
   for (const Staged& s : staged_)
-    if (!s.temporary.empty() && !s.placed) std::remove(s.temporary.c_str());
+    if (!s.temporary.empty() && !s.placed) {
+      std::remove(s.temporary.c_str());
+      forget_temporary(s.temporary);
+    }
   std::error_code ec;  // a folder that holds anything stays
   for (auto it = created_.rbegin(); it != created_.rend(); ++it) std::filesystem::remove(*it, ec);
 }
@@ -219,7 +292,10 @@ void OutputBatch::add_folder(std::string_view option, const std::string& dir) {
     for (const auto& p : missing) {
       const bool made = std::filesystem::create_directory(p, ec);
       if (ec) fail(option, " ", dir, ": cannot create the folder ", p.string(), ": ", ec.message());
-      if (made) created_.push_back(p.string());  // one that appeared meanwhile is not ours to remove
+      if (made) {  // one that appeared meanwhile is not ours to remove
+        created_.push_back(p.string());
+        remember(g_folders, kFolderSlots, p.string());
+      }
     }
   }
   check_can_write((std::filesystem::path(dir) / ".tessel-write-check").string());
@@ -261,6 +337,7 @@ void OutputBatch::commit() {
     if (s.temporary.empty()) continue;
     if (std::rename(s.temporary.c_str(), s.path.c_str()) != 0) fail_errno(s.path, "cannot move the finished file into place");
     s.placed = true;
+    forget_temporary(s.temporary);
   }
   committed_ = true;
 }

@@ -36,7 +36,9 @@ void check_can_write(const std::string& path);
 // the folders it created that are still empty. Standard output ("-"), devices, FIFOs and
 // dangling links cannot be staged: their content is kept and written at commit(), before
 // the regular files are renamed into place (so that a device that fails, /dev/full, leaves
-// them as they were). A signal between stage() and commit() leaves the temporaries.
+// them as they were). SIGINT, SIGTERM or SIGHUP between stage() and commit() removes the
+// temporaries and the folders the batch made (still empty) before the signal ends the
+// process, where the signal had its default action; SIGKILL leaves them.
 class OutputBatch {
  public:
   // `inputs`: (option, path) of each file the command reads; an output at one of these

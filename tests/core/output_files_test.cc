@@ -2,7 +2,10 @@
 // output and an input, of one path are refused before any work.
 #include "core/output_files.h"
 
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <gtest/gtest.h>
 
@@ -68,6 +71,36 @@ TEST(OutputBatch, AFailureBeforeCommitLeavesEveryFileAsItWas) {
   // No temporary, no new file, and the folders the batch made are gone again.
   EXPECT_EQ(names_in(d), (std::vector<std::string>{"keep.json"}));
   fs::remove_all(d);
+}
+
+TEST(OutputBatch, ASignalBetweenStageAndCommitLeavesEveryFileAsItWas) {
+  // In a child process: staged, then ended by SIGTERM (or SIGINT) before commit. The
+  // handler removes the temporaries and the folders the batch made, and the signal still
+  // ends the process.
+  for (int sig : {SIGTERM, SIGINT}) {
+    fs::path d = scratch_dir("batch_signal");
+    write_file_atomic((d / "keep.json").string(), "kept");
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      OutputBatch out;
+      out.add("--graph-out", (d / "keep.json").string());
+      out.add_folder("--chakra", (d / "et" / "deeper").string());
+      out.stage((d / "keep.json").string(), "replaced");
+      out.stage((d / "et" / "deeper" / "tessel.0.et").string(), "trace");
+      ::raise(sig);
+      ::_exit(0);  // not reached
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFSIGNALED(status)) << status;
+    if (WIFSIGNALED(status)) {
+      EXPECT_EQ(WTERMSIG(status), sig);
+    }
+    EXPECT_EQ(slurp(d / "keep.json"), "kept");
+    EXPECT_EQ(names_in(d), (std::vector<std::string>{"keep.json"}));
+    fs::remove_all(d);
+  }
 }
 
 TEST(OutputBatch, AFolderThatExistedOrHoldsOtherFilesStays) {
