@@ -168,7 +168,7 @@ void add_compare(CLI::App& app) {
     std::string kernel_times = "retained";
     std::string cache_bytes;
     std::uint64_t seed = 1;
-    double search_budget_s = 30;
+    cli::SearchOptions search;
     std::string trace_dir;
     std::string interference_beside;
     std::string memory_cap;
@@ -250,10 +250,7 @@ void add_compare(CLI::App& app) {
         }
       });
   cmd->add_option("--seed", o->seed, "seed of the random inputs and of -s search")->capture_default_str();
-  cmd->add_option("--budget-s", o->search_budget_s, "-s search: wall-clock budget in seconds (needs -m)")
-      ->capture_default_str()
-      ->check(positive_number())
-      ->check(CLI::Range(1e-3, 1e6));
+  o->search.add(*cmd, /*with_seed=*/false);  // --budget-s, --budget-simulations (-s search needs -m)
   cmd->add_option("--trace-dir", o->trace_dir, "write every simulated and measured timeline (Chrome trace) here");
   cmd->add_option("--interference-beside", o->interference_beside,
                   "also simulate each round with the machine's interference rows replaced, against the same measured "
@@ -316,7 +313,7 @@ void add_compare(CLI::App& app) {
     }
     if (!o->cache_bytes.empty()) co.cache_bytes = parse_bytes(o->cache_bytes);
     co.seed = o->seed;
-    co.search_budget_s = o->search_budget_s;
+    co.search = o->search;
     co.trace_dir = o->trace_dir;
     co.interference_beside = o->interference_beside;
     // --comm-priority sets the CUDA comm stream's priority and the simulated one alike.

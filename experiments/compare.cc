@@ -184,7 +184,7 @@ CompareResult run_compare(const Graph& g, const std::string& graph_name, const C
   std::vector<Decomposition> decompositions;
   for (const auto& s : o.strategies)
     decompositions.push_back(cli::decompose(g, s, devices, o.weights, o.machine ? &*o.machine : nullptr,
-                                            cli::SearchOptions{o.search_budget_s, o.seed}));
+                                            cli::SearchOptions{o.search.budget_s, o.seed, o.search.budget_simulations}));
   const bool calibrated_now = !o.machine;
   if (o.cache_bytes < 0) fail("--cache-bytes: must be >= 0, got ", o.cache_bytes);
   if (o.cache_bytes > 0) {  // before the long work: the cache model must be on to take it

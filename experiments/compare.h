@@ -22,6 +22,7 @@
 #include "core/graph.h"
 #include "core/machine.h"
 #include "core/stats.h"
+#include "experiments/cli.h"
 #include "experiments/backend.h"
 #include "experiments/offload_order.h"
 #include "runtime/cpu_executor.h"
@@ -82,7 +83,7 @@ struct CompareOptions {
   // per-core cache).
   std::int64_t cache_bytes = 0;
   std::uint64_t seed = 1;    // the random inputs, and -s search's
-  double search_budget_s = 30;  // -s search (on `machine`, which it needs)
+  cli::SearchOptions search;  // -s search (on `machine`, which it needs); its seed is `seed`
   std::string trace_dir;  // non-empty: write every simulated and measured timeline here
   // --comm-priority, --comm-sms, --comm-mechanism: set on every machine simulated.
   InterferenceSettings interference;

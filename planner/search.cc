@@ -93,9 +93,9 @@ class Searcher {
     for (std::size_t i = 0; i < starts.size(); ++i) {
       const Start& s = starts[i];
       if (o_.progress) {
-        char buf[160];
-        std::snprintf(buf, sizeof buf, "search: simulating start %zu of %zu, %s, at %.1f s of %.1f s", i + 1,
-                      starts.size(), s.strategy, elapsed(), o_.budget_s);
+        char buf[224];
+        std::snprintf(buf, sizeof buf, "search: simulating start %zu of %zu, %s, at %.1f s%s", i + 1, starts.size(),
+                      s.strategy, elapsed(), budget_text().c_str());
         o_.progress(buf);
       }
       // Starts are simulated whatever the budget until one succeeds (one that the lowering
@@ -225,11 +225,24 @@ class Searcher {
 
   void progress(const SearchReport& rep, const std::string& what) const {
     if (!o_.progress) return;
-    char buf[256];
-    std::snprintf(buf, sizeof buf, "search: %s: best %.4g ms (start %s %.4g ms), %d simulations in %.1f s of %.1f s",
+    char buf[320];
+    std::snprintf(buf, sizeof buf, "search: %s: best %.4g ms (start %s %.4g ms), %d simulations in %.1f s%s",
                   what.c_str(), best_s_ * 1e3, rep.start_strategy.c_str(), rep.start_makespan_s * 1e3,
-                  rep.evaluations, elapsed(), o_.budget_s);
+                  rep.evaluations, elapsed(), budget_text().c_str());
     o_.progress(buf);
+  }
+  // " of B s", " of N simulations" (no clock: --budget-simulations alone), or both.
+  [[nodiscard]] std::string budget_text() const {
+    const bool clock = o_.budget_s < 1e6;
+    std::string t;
+    if (clock) {
+      char b[64];
+      std::snprintf(b, sizeof b, " of %.1f s", o_.budget_s);
+      t = b;
+    }
+    if (o_.search_evaluations > 0)
+      t += std::string(clock ? " or " : " of ") + std::to_string(o_.search_evaluations) + " simulations";
+    return t;
   }
 
   // One random move on `d`; its kind, or "" when none applies to the node drawn.

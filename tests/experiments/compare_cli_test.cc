@@ -288,6 +288,21 @@ TEST(CompareCli, UnknownStrategyOrPolicyIsAnErrorListingTheKnownOnes) {
   EXPECT_NE(r.err.find("unknown policy 'sometimes'"), std::string::npos) << r.err;
 }
 
+TEST(CompareCli, SearchBoundedBySimulationsComparesTheSamePlanEachTime) {
+  // -s search with --budget-simulations and no clock: the plan, so the simulated time on
+  // the analytic model, is the same in every run; the progress counts simulations.
+  const std::string cmd = "compare -w chain:size=48 -d 2 -s search -m cpu:2 --budget-simulations 12 --compute-model analytic "
+                          "--repeat 1 --warmup 0 --json";
+  auto a = run_tessel(cmd);
+  ASSERT_EQ(a.status, 0) << a.output();
+  EXPECT_NE(a.err.find("of 12 simulations"), std::string::npos) << a.err;
+  auto b = run_tessel(cmd);
+  ASSERT_EQ(b.status, 0) << b.output();
+  const auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
+  EXPECT_EQ(ja["rows"][0]["tasks"], jb["rows"][0]["tasks"]);
+  EXPECT_EQ(ja["rows"][0]["simulated_s"].get<double>(), jb["rows"][0]["simulated_s"].get<double>());
+}
+
 TEST(CalibrateCli, AnUnwritableOutputIsAnErrorAndLeavesNoFile) {
   auto r = run_tessel("calibrate -d 1 --seconds 0.001 -o /nonexistent-dir/m.json");
   EXPECT_NE(r.status, 0);
