@@ -21,7 +21,8 @@ namespace tessel {
 
 namespace {
 
-// What a signal that ends the process (SIGINT, SIGTERM, SIGHUP) would otherwise leave
+// What a signal that ends the process (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE — a reader
+// of standard output that went away while commit() wrote to it) would otherwise leave
 // behind: the temporaries staged but not yet renamed into place, and the folders a batch
 // created for them. The handler removes them (unlink and rmdir are async-signal-safe; a
 // folder that holds anything stays), then lets the signal end the process as it would
@@ -43,7 +44,7 @@ extern "C" void remove_on_signal(int sig) {
 void install_signal_cleanup() {
   static std::once_flag once;
   std::call_once(once, [] {
-    for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE}) {
       struct sigaction old {};
       if (::sigaction(sig, nullptr, &old) != 0 || (old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL) continue;
       struct sigaction sa {};
@@ -66,13 +67,12 @@ void remember(std::atomic<char*>* slots, int count, const std::string& path) {
   }
   std::free(copy);
 }
+// The copy is not freed: a handler running on another thread may be reading it (a path
+// per output file a command writes).
 void forget(std::atomic<char*>* slots, int count, const std::string& path) {
   for (int i = 0; i < count; ++i) {
     char* p = slots[i].load();
-    if (p != nullptr && path == p && slots[i].compare_exchange_strong(p, nullptr)) {
-      std::free(p);
-      return;
-    }
+    if (p != nullptr && path == p && slots[i].compare_exchange_strong(p, nullptr)) return;
   }
 }
 void remember_temporary(const std::string& path) { remember(g_temporaries, kTemporarySlots, path); }
@@ -201,10 +201,17 @@ void check_can_write(const std::string& path) {
     if (!S_ISREG(st.st_mode)) return;  // a device, FIFO or socket: written through
   }
   const std::string tmp = path + ".tmp-tessel";
+  remember_temporary(tmp);
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0) fail_errno(path, "cannot open for writing");
+  if (fd < 0) {
+    const int saved = errno;
+    forget_temporary(tmp);
+    errno = saved;
+    fail_errno(path, "cannot open for writing");
+  }
   ::close(fd);
   std::remove(tmp.c_str());
+  forget_temporary(tmp);
 }
 
 void write_file_atomic(const std::string& path, std::string_view content) {
@@ -238,15 +245,16 @@ OutputBatch::OutputBatch(std::vector<std::pair<std::string, std::string>> inputs
 }
 
 OutputBatch::~OutputBatch() {
-  for (const std::string& dir : created_) forget(g_folders, kFolderSlots, dir);
-  if (committed_) return;
-  for (const Staged& s : staged_)
-    if (!s.temporary.empty() && !s.placed) {
-      std::remove(s.temporary.c_str());
-      forget_temporary(s.temporary);
-    }
-  std::error_code ec;  // a folder that holds anything stays
-  for (auto it = created_.rbegin(); it != created_.rend(); ++it) std::filesystem::remove(*it, ec);
+  if (!committed_) {
+    for (const Staged& s : staged_)
+      if (!s.temporary.empty() && !s.placed) {
+        std::remove(s.temporary.c_str());
+        forget_temporary(s.temporary);
+      }
+    std::error_code ec;  // a folder that holds anything stays
+    for (auto it = created_.rbegin(); it != created_.rend(); ++it) std::filesystem::remove(*it, ec);
+  }
+  for (const std::string& dir : created_) forget(g_folders, kFolderSlots, dir);  // removed (or kept) first
 }
 
 void OutputBatch::claim(std::string_view option, const std::string& path, bool input) {

@@ -36,7 +36,8 @@ void check_can_write(const std::string& path);
 // the folders it created that are still empty. Standard output ("-"), devices, FIFOs and
 // dangling links cannot be staged: their content is kept and written at commit(), before
 // the regular files are renamed into place (so that a device that fails, /dev/full, leaves
-// them as they were). SIGINT, SIGTERM or SIGHUP between stage() and commit() removes the
+// them as they were). SIGINT, SIGTERM, SIGHUP, SIGQUIT or SIGPIPE (standard output's
+// reader gone while commit() writes it) between stage() and commit() removes the
 // temporaries and the folders the batch made (still empty) before the signal ends the
 // process, where the signal had its default action; SIGKILL leaves them.
 class OutputBatch {

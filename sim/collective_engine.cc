@@ -413,10 +413,11 @@ class Pairwise final : public Program {
 // Priority: the expanded form's own, the longest undisturbed path from a task to the end,
 // computed in closed form. Along a chain of one chunk (a ring's steps) the path adds the
 // steps' durations; it branches only where a phase ends and where a window releases the
-// next piece, so per piece a table over (rail, rail chunk) and one over ranks hold
+// next piece, so per piece a table over (rail, rail chunk) and two over ranks hold
 // everything (P·n entries each). Durations are taken on rank 0's routes (the intra-node
-// hop 0 → 1, the rail hop 0 → g) and the device type of rank 0: exact on machines whose
-// nodes and rails are alike (every preset); elsewhere a priority close to it.
+// hop 0 → 1, the rail hop 0 → g) and the device type of rank 0: exact where every rank's
+// hops are timed alike (cluster: and fat-tree presets; not rail: with group > 1);
+// elsewhere a priority close to it.
 class Hierarchical final : public Program {
  public:
   Hierarchical(const CollectiveSpec& s, const Machine& m) : n_(s.ranks), g_(s.ranks_per_node), p_(s.slices) {
@@ -1129,16 +1130,23 @@ class Engine {
       ++d.tasks;
       queue_.push(t + touch_ps(dev, r.elements), Event{r.code, dev, r.stream});
     }
-    for (std::size_t pi = 0; pi < d.pools.size(); ++pi) {
-      while (d.pools[pi].in_flight < o_.comm_channels && !d.pools[pi].heap.empty()) {
-        Pool& p = d.pools[pi];
-        std::pop_heap(p.heap.begin(), p.heap.end(), std::greater<>());
-        const Ready r = p.heap.back();
-        p.heap.pop_back();
-        ++p.in_flight;
-        start_move(dev, static_cast<std::int32_t>(pi), r, t);
-        if (r.stream >= 0) feed(dev, r.stream);  // may add a pool: d.pools may reallocate
+    // Moves start best first across the pools, as the expanded form takes the best bucket
+    // top: two moves starting at one instant get the channels (and so ECMP routes) in that order.
+    for (;;) {
+      std::size_t best = d.pools.size();
+      for (std::size_t pi = 0; pi < d.pools.size(); ++pi) {
+        const Pool& p = d.pools[pi];
+        if (p.in_flight >= o_.comm_channels || p.heap.empty()) continue;
+        if (best == d.pools.size() || d.pools[best].heap.front() > p.heap.front()) best = pi;
       }
+      if (best == d.pools.size()) break;
+      Pool& p = d.pools[best];
+      std::pop_heap(p.heap.begin(), p.heap.end(), std::greater<>());
+      const Ready r = p.heap.back();
+      p.heap.pop_back();
+      ++p.in_flight;
+      start_move(dev, static_cast<std::int32_t>(best), r, t);
+      if (r.stream >= 0) feed(dev, r.stream);  // may add a pool: d.pools may reallocate
     }
   }
 

@@ -97,8 +97,15 @@ TEST(CollectiveEngine, HierarchicalAllReduceMatchesTheExpandedFormBitForBit) {
   expect_same(spec_for(Collective::allreduce, 128, mib48, sixteen, Algorithm::hierarchical, 1), sixteen, 1);
   const Machine tree = machine_preset("fat-tree:4xh100-sxm-8,leaf=2");
   expect_same(spec_for(Collective::allreduce, 32, uneven, tree, Algorithm::hierarchical, 4), tree, 4);
-  // Layouts the machine does not have (its priorities then taken on rank 0's routes):
-  // one rank per "node" (a ring over the nodes, phases 0 and 3 empty) and four.
+  // Several spines: a rank's NVLink and rail moves that start at one instant take the
+  // channels, so the ECMP spines, best first across its two pools, as in the expanded form.
+  const Machine spines = machine_preset("fat-tree:4xh100-sxm-8,leaf=1,spines=4");
+  expect_same(spec_for(Collective::allreduce, 32, mib48, spines, Algorithm::hierarchical, 2), spines, 2);
+  const Machine rail = machine_preset("rail:2xh100-sxm-8,group=1");
+  expect_same(spec_for(Collective::allreduce, 16, std::int64_t{3} << 20, rail, Algorithm::hierarchical, 1), rail, 1);
+  // Layouts the machine does not have: one rank per "node" (a ring over the nodes, phases
+  // 0 and 3 empty) and four. Equal here, not in general: the priorities are taken on rank
+  // 0's routes, and with one rank per node every rank's B touches in rank 0's order.
   for (int per_node : {1, 4}) {
     CollectiveSpec s = spec_for(Collective::allreduce, 16, uneven, two, Algorithm::hierarchical, 1);
     s.ranks_per_node = per_node;
