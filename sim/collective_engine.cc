@@ -91,18 +91,9 @@ SimTime accumulate_ps(const DeviceType& dt, std::int64_t elements, DType dtype) 
 // Undisturbed duration of a move of `bytes` from `a` to `b`: its route's latency and its
 // bytes at the route's slowest link (RouteTable::add's entry; the expanded form's rank).
 SimTime move_ps(const Machine& m, int a, int b, std::int64_t bytes) {
-  std::vector<LinkId> route;
-  m.route(DeviceId(a), DeviceId(b), route);
-  std::vector<LinkId> seen;
-  SimTime latency = 0;
-  double bytes_per_s = std::numeric_limits<double>::infinity();
-  for (LinkId l : route) {
-    if (std::find(seen.begin(), seen.end(), l) != seen.end()) continue;
-    seen.push_back(l);
-    latency = add_sim_time(latency, to_sim_time(m.link(l).latency_s));
-    bytes_per_s = std::min(bytes_per_s, m.link(l).bytes_per_s);
-  }
-  return add_sim_time(latency, bytes > 0 ? to_sim_time(static_cast<double>(bytes) / bytes_per_s) : 0);
+  RouteTable table;
+  const std::int32_t r = table.add(m, m.route(DeviceId(a), DeviceId(b)));
+  return add_sim_time(table.latency(r), bytes > 0 ? to_sim_time(static_cast<double>(bytes) / table.bytes_per_s(r)) : 0);
 }
 
 // The order in which a rank's pieces and steps compete for one lane, as longest-path
