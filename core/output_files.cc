@@ -56,6 +56,15 @@ void install_signal_cleanup() {
   });
 }
 
+// SigintFlag's state: a handler can reach nothing else.
+volatile std::sig_atomic_t g_sigint_seen = 0;
+struct sigaction g_sigint_before {};
+
+extern "C" void note_sigint(int) {
+  g_sigint_seen = 1;
+  ::sigaction(SIGINT, &g_sigint_before, nullptr);  // the next one acts as before
+}
+
 // Remembers `path` for the signal handler (a full table remembers nothing more: the file
 // is still removed on every other way out).
 void remember(std::atomic<char*>* slots, int count, const std::string& path) {
@@ -82,6 +91,21 @@ void forget(std::atomic<char*>* slots, int count, const std::string& path) {
     }
   }
 }
+}  // namespace
+
+SigintFlag::SigintFlag() {
+  install_signal_cleanup();  // first, so that the action restored is the cleanup's
+  g_sigint_seen = 0;
+  struct sigaction sa {};
+  sa.sa_handler = note_sigint;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, &g_sigint_before);
+}
+SigintFlag::~SigintFlag() { ::sigaction(SIGINT, &g_sigint_before, nullptr); }
+bool SigintFlag::interrupted() const { return g_sigint_seen != 0; }
+
+namespace {
+
 void remember_temporary(const std::string& path) { remember(g_temporaries, kTemporarySlots, path); }
 void forget_temporary(const std::string& path) { forget(g_temporaries, kTemporarySlots, path); }
 

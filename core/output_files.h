@@ -40,6 +40,20 @@ void check_can_write(const std::string& path);
 // reader gone while commit() writes it) between stage() and commit() removes the
 // temporaries and the folders the batch made (still empty) before the signal ends the
 // process, where the signal had its default action; SIGKILL leaves them.
+// While one is alive, the first SIGINT (Ctrl-C) only sets interrupted(), which a long
+// command polls to stop where it can (sweep: after the points under way), and a second
+// does what SIGINT did before it was made: with the default action, the output cleanup
+// below (staged temporaries and the folders a batch made removed), then the end of the
+// process. One at a time; made and destroyed on the main thread.
+class SigintFlag {
+ public:
+  SigintFlag();
+  ~SigintFlag();
+  SigintFlag(const SigintFlag&) = delete;
+  SigintFlag& operator=(const SigintFlag&) = delete;
+  [[nodiscard]] bool interrupted() const;
+};
+
 class OutputBatch {
  public:
   // `inputs`: (option, path) of each file the command reads; an output at one of these

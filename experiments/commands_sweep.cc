@@ -2,7 +2,6 @@
 // CSV row per point (experiments/sweep.h).
 #include <unistd.h>
 
-#include <csignal>
 #include <cstdio>
 #include <memory>
 #include <thread>
@@ -11,24 +10,12 @@
 #include "core/io.h"
 #include "experiments/backend.h"
 #include "core/machine.h"
+#include "core/output_files.h"
 #include "experiments/cli.h"
 #include "experiments/overlap_cli.h"
 #include "experiments/sweep.h"
 
 namespace tessel::cli {
-namespace {
-
-// Set by SIGINT; the sweep polls it between points. A signal handler can reach no
-// other state.
-volatile std::sig_atomic_t g_interrupted = 0;
-
-extern "C" void on_sigint(int) {
-  g_interrupted = 1;
-  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
-}
-
-}  // namespace
-
 void add_sweep_commands(CLI::App& app) {
   struct Opts {
     std::string spec;
@@ -92,19 +79,14 @@ void add_sweep_commands(CLI::App& app) {
     experiments::SweepOptions so;
     so.jobs = o->jobs > 0 ? o->jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     so.progress_bar = ::isatty(STDERR_FILENO) != 0;
-    so.stop = [] { return g_interrupted != 0; };
     // mpirun -np R tessel sweep ...: the points spread over the ranks, rank 0 writes.
     if (!sweep_over_ranks(spec, so, o->jobs > 0)) return;
-    g_interrupted = 0;
-    auto previous = std::signal(SIGINT, on_sigint);
     experiments::SweepSummary s;
-    try {
+    {
+      const SigintFlag ctrl_c;  // Ctrl-C stops after the points under way; a second ends it now
+      so.stop = [&ctrl_c] { return ctrl_c.interrupted(); };
       s = experiments::run_sweep(spec, o->out, so);
-    } catch (...) {
-      std::signal(SIGINT, previous);
-      throw;
     }
-    std::signal(SIGINT, previous);
     if (o->json_out) {
       print_json({{"spec", o->spec},
                   {"output", o->out},

@@ -103,6 +103,41 @@ TEST(OutputBatch, ASignalBetweenStageAndCommitLeavesEveryFileAsItWas) {
   }
 }
 
+TEST(SigintFlag, TheFirstCtrlCIsNotedAndTheSecondStillCleansUp) {
+  // A child stages an output while a SigintFlag is alive (as sweep is): the first SIGINT
+  // only sets the flag; the second (round 0), or one after the flag is gone (round 1),
+  // removes the temporary and ends the process. sweep's own handler reset SIGINT to its
+  // default on the second Ctrl-C, which skipped the cleanup.
+  for (int round = 0; round < 2; ++round) {
+    fs::path d = scratch_dir("sigint_flag");
+    write_file_atomic((d / "keep.csv").string(), "kept");
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      auto ctrl_c = std::make_unique<SigintFlag>();  // before any output, as in sweep
+      if (ctrl_c->interrupted()) ::_exit(10);
+      OutputBatch out;
+      out.add("-o", (d / "keep.csv").string());
+      out.stage((d / "keep.csv").string(), "replaced");
+      ::raise(SIGINT);
+      if (!ctrl_c->interrupted()) ::_exit(11);
+      if (round == 0) ::raise(SIGINT);  // ends the process
+      ctrl_c.reset();
+      ::raise(SIGINT);
+      ::_exit(12);  // not reached
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFSIGNALED(status)) << "round " << round << ": exit " << WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) {
+      EXPECT_EQ(WTERMSIG(status), SIGINT);
+    }
+    EXPECT_EQ(slurp(d / "keep.csv"), "kept");
+    EXPECT_EQ(names_in(d), (std::vector<std::string>{"keep.csv"}));
+    fs::remove_all(d);
+  }
+}
+
 TEST(OutputBatch, AFolderThatExistedOrHoldsOtherFilesStays) {
   fs::path d = scratch_dir("batch_folder");
   fs::create_directories(d / "traces");
