@@ -56,7 +56,7 @@ void add_sweep_commands(CLI::App& app) {
       "every column but the *_wall_s ones is deterministic. A point that fails is recorded with its\n"
       "error and the sweep goes on. Run the same command again to resume: points already in the file\n"
       "(the same key columns, memory_cap and offload_order included) are skipped; a file with other\n"
-      "columns is refused. Ctrl-C stops after the points under way.\n"
+      "columns is refused. Ctrl-C stops after the points under way; a second ends it at once.\n"
       "--comm-priority, --comm-sms, --comm-mechanism, --ready-order and --fuse-collectives apply to every\n"
       "simulated point and are key columns: a point run with other options is not taken from the file.\n"
       "--fuse-collectives on a point with nothing to fuse warns and runs it unfused (fused_kernels 0).\n\n"
