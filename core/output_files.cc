@@ -96,12 +96,17 @@ void forget(std::atomic<char*>* slots, int count, const std::string& path) {
 SigintFlag::SigintFlag() {
   install_signal_cleanup();  // first, so that the action restored is the cleanup's
   g_sigint_seen = 0;
+  struct sigaction now {};
+  // An ignored SIGINT (a background job of a shell without job control) stays ignored.
+  if (::sigaction(SIGINT, nullptr, &now) != 0 || (!(now.sa_flags & SA_SIGINFO) && now.sa_handler == SIG_IGN)) return;
   struct sigaction sa {};
   sa.sa_handler = note_sigint;
   sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGINT, &sa, &g_sigint_before);
+  installed_ = ::sigaction(SIGINT, &sa, &g_sigint_before) == 0;
 }
-SigintFlag::~SigintFlag() { ::sigaction(SIGINT, &g_sigint_before, nullptr); }
+SigintFlag::~SigintFlag() {
+  if (installed_) ::sigaction(SIGINT, &g_sigint_before, nullptr);
+}
 bool SigintFlag::interrupted() const { return g_sigint_seen != 0; }
 
 namespace {

@@ -44,7 +44,8 @@ void check_can_write(const std::string& path);
 // command polls to stop where it can (sweep: after the points under way), and a second
 // does what SIGINT did before it was made: with the default action, the output cleanup
 // below (staged temporaries and the folders a batch made removed), then the end of the
-// process. One at a time; made and destroyed on the main thread.
+// process. A SIGINT the process ignores stays ignored. One at a time; made and destroyed
+// on the main thread.
 class SigintFlag {
  public:
   SigintFlag();
@@ -52,6 +53,9 @@ class SigintFlag {
   SigintFlag(const SigintFlag&) = delete;
   SigintFlag& operator=(const SigintFlag&) = delete;
   [[nodiscard]] bool interrupted() const;
+
+ private:
+  bool installed_ = false;  // false where SIGINT was ignored: it stays so
 };
 
 class OutputBatch {

@@ -138,6 +138,24 @@ TEST(SigintFlag, TheFirstCtrlCIsNotedAndTheSecondStillCleansUp) {
   }
 }
 
+TEST(SigintFlag, AnIgnoredSigintStaysIgnored) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::signal(SIGINT, SIG_IGN);
+    {
+      const SigintFlag ctrl_c;
+      ::raise(SIGINT);
+      if (ctrl_c.interrupted()) ::_exit(11);
+    }
+    ::raise(SIGINT);
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
 TEST(OutputBatch, AFolderThatExistedOrHoldsOtherFilesStays) {
   fs::path d = scratch_dir("batch_folder");
   fs::create_directories(d / "traces");
