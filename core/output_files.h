@@ -24,6 +24,24 @@ void write_file_atomic(const std::string& path, std::string_view content);
 // links pass; a regular or new file: its temporary is created beside it and removed).
 void check_can_write(const std::string& path);
 
+// While one is alive, the first SIGINT (Ctrl-C) only sets interrupted(), which a long
+// command polls to stop where it can (sweep: after the points under way), and a second
+// does what SIGINT did before it was made: with the default action, the output cleanup
+// (OutputBatch's staged temporaries and the folders it made removed), then the end of the
+// process. A SIGINT the process ignores stays ignored. One at a time; made and destroyed
+// on the main thread.
+class SigintFlag {
+ public:
+  SigintFlag();
+  ~SigintFlag();
+  SigintFlag(const SigintFlag&) = delete;
+  SigintFlag& operator=(const SigintFlag&) = delete;
+  [[nodiscard]] bool interrupted() const;
+
+ private:
+  bool installed_ = false;  // false where SIGINT was ignored: it stays so
+};
+
 // The files one command writes, committed together, so that a command that fails after
 // writing some of them leaves every file as it was (and creates none):
 //   OutputBatch out({{"-g", graph_path}});     // the files it reads
@@ -40,24 +58,6 @@ void check_can_write(const std::string& path);
 // reader gone while commit() writes it) between stage() and commit() removes the
 // temporaries and the folders the batch made (still empty) before the signal ends the
 // process, where the signal had its default action; SIGKILL leaves them.
-// While one is alive, the first SIGINT (Ctrl-C) only sets interrupted(), which a long
-// command polls to stop where it can (sweep: after the points under way), and a second
-// does what SIGINT did before it was made: with the default action, the output cleanup
-// below (staged temporaries and the folders a batch made removed), then the end of the
-// process. A SIGINT the process ignores stays ignored. One at a time; made and destroyed
-// on the main thread.
-class SigintFlag {
- public:
-  SigintFlag();
-  ~SigintFlag();
-  SigintFlag(const SigintFlag&) = delete;
-  SigintFlag& operator=(const SigintFlag&) = delete;
-  [[nodiscard]] bool interrupted() const;
-
- private:
-  bool installed_ = false;  // false where SIGINT was ignored: it stays so
-};
-
 class OutputBatch {
  public:
   // `inputs`: (option, path) of each file the command reads; an output at one of these

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <stdexcept>
 
@@ -34,6 +35,26 @@ std::vector<std::string> names_in(const fs::path& d) {
   for (const auto& e : fs::recursive_directory_iterator(d)) out.push_back(fs::relative(e.path(), d).string());
   std::sort(out.begin(), out.end());
   return out;
+}
+
+// Runs `body` in a forked child (which exits 0 if body returns) and gives its wait
+// status; -1, with a failure recorded, where fork or waitpid fails.
+int status_of_child(const std::function<void()>& body) {
+  const pid_t child = ::fork();
+  if (child < 0) {
+    ADD_FAILURE() << "fork failed";
+    return -1;
+  }
+  if (child == 0) {
+    body();
+    ::_exit(0);
+  }
+  int status = 0;
+  if (::waitpid(child, &status, 0) != child) {
+    ADD_FAILURE() << "waitpid failed";
+    return -1;
+  }
+  return status;
 }
 
 TEST(OutputBatch, NothingIsInPlaceBeforeCommitAndEverythingAfter) {
@@ -80,19 +101,14 @@ TEST(OutputBatch, ASignalBetweenStageAndCommitLeavesEveryFileAsItWas) {
   for (int sig : {SIGTERM, SIGINT}) {
     fs::path d = scratch_dir("batch_signal");
     write_file_atomic((d / "keep.json").string(), "kept");
-    const pid_t child = ::fork();
-    ASSERT_GE(child, 0);
-    if (child == 0) {
+    const int status = status_of_child([&] {
       OutputBatch out;
       out.add("--graph-out", (d / "keep.json").string());
       out.add_folder("--chakra", (d / "et" / "deeper").string());
       out.stage((d / "keep.json").string(), "replaced");
       out.stage((d / "et" / "deeper" / "tessel.0.et").string(), "trace");
-      ::raise(sig);
-      ::_exit(0);  // not reached
-    }
-    int status = 0;
-    ASSERT_EQ(::waitpid(child, &status, 0), child);
+      ::raise(sig);  // ends the child
+    });
     EXPECT_TRUE(WIFSIGNALED(status)) << status;
     if (WIFSIGNALED(status)) {
       EXPECT_EQ(WTERMSIG(status), sig);
@@ -111,9 +127,7 @@ TEST(SigintFlag, TheFirstCtrlCIsNotedAndTheSecondStillCleansUp) {
   for (int round = 0; round < 2; ++round) {
     fs::path d = scratch_dir("sigint_flag");
     write_file_atomic((d / "keep.csv").string(), "kept");
-    const pid_t child = ::fork();
-    ASSERT_GE(child, 0);
-    if (child == 0) {
+    const int status = status_of_child([&] {
       auto ctrl_c = std::make_unique<SigintFlag>();  // before any output, as in sweep
       if (ctrl_c->interrupted()) ::_exit(10);
       OutputBatch out;
@@ -121,13 +135,10 @@ TEST(SigintFlag, TheFirstCtrlCIsNotedAndTheSecondStillCleansUp) {
       out.stage((d / "keep.csv").string(), "replaced");
       ::raise(SIGINT);
       if (!ctrl_c->interrupted()) ::_exit(11);
-      if (round == 0) ::raise(SIGINT);  // ends the process
+      if (round == 0) ::raise(SIGINT);  // ends the child
       ctrl_c.reset();
-      ::raise(SIGINT);
-      ::_exit(12);  // not reached
-    }
-    int status = 0;
-    ASSERT_EQ(::waitpid(child, &status, 0), child);
+      ::raise(SIGINT);  // ends the child
+    });
     EXPECT_TRUE(WIFSIGNALED(status)) << "round " << round << ": exit " << WEXITSTATUS(status);
     if (WIFSIGNALED(status)) {
       EXPECT_EQ(WTERMSIG(status), SIGINT);
@@ -139,9 +150,7 @@ TEST(SigintFlag, TheFirstCtrlCIsNotedAndTheSecondStillCleansUp) {
 }
 
 TEST(SigintFlag, AnIgnoredSigintStaysIgnored) {
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
+  const int status = status_of_child([] {
     ::signal(SIGINT, SIG_IGN);
     {
       const SigintFlag ctrl_c;
@@ -149,10 +158,7 @@ TEST(SigintFlag, AnIgnoredSigintStaysIgnored) {
       if (ctrl_c.interrupted()) ::_exit(11);
     }
     ::raise(SIGINT);
-    ::_exit(0);
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  });
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
 
