@@ -22,6 +22,10 @@
 
 namespace tessel {
 
+// Pieces a rank has in flight (NCCL_STEPS, NCCL src/include/device.h): a rank starts
+// sending piece j once piece j − kPiecesInFlight has reached it (sim/collectives.h).
+inline constexpr int kPiecesInFlight = 8;
+
 enum class Collective : std::uint8_t { allreduce, reducescatter, allgather, alltoall };
 enum class Algorithm : std::uint8_t { ring, tree, hierarchical, pairwise };
 
@@ -34,6 +38,10 @@ struct CollectiveSpec {
   int slices = 1;          // pipelined pieces (ring, tree, hierarchical)
   int window = 1;          // pairwise: sends in flight per rank, 0 = all
   int ranks_per_node = 0;  // hierarchical, two-level pairwise: ranks per node (consecutive ranks share a node)
+  // Hierarchical: pieces a rank has in flight along its rail (the intra-node phases keep
+  // kPiecesInFlight); plan_collective() widens it where 8 pieces' rail chunks hold less
+  // than the rail hop's bandwidth-delay product (sim/collectives.h).
+  int rail_window = kPiecesInFlight;
   // Lowered collectives only (empty otherwise; see the header comment).
   std::vector<DeviceId> devices{};  // rank r's device
   std::vector<BufferId> outputs{};  // rank r's result buffer, on devices[r]

@@ -336,6 +336,7 @@ void run_simulate(const Opts& o) {
     j["busbw_bytes_per_s"] = busbw * 1e9;
     j["algorithm"] = std::string(sim::to_string(plan.spec.algorithm));
     j["slices"] = plan.spec.slices;
+    if (plan.spec.algorithm == sim::Algorithm::hierarchical) j["rail_window"] = plan.spec.rail_window;
     j["comm_channels"] = so.comm_channels;
     j["collective_form"] = expanded ? "expanded" : "generated";
     // The symmetry reduction (to_json() writes symmetry, symmetry_period, symmetry_note and
@@ -386,8 +387,13 @@ void run_simulate(const Opts& o) {
   }
   if (collective) {
     std::printf("  bandwidth     algbw %.2f GB/s, busbw %.2f GB/s\n", algbw, busbw);
-    std::printf("  algorithm     %s%s, %d slices, %d channels; tuner estimates:", std::string(sim::to_string(plan.spec.algorithm)).c_str(),
-                o.algorithm == "auto" ? " (tuner's choice)" : " (forced)", plan.spec.slices, so.comm_channels);
+    const std::string rail = plan.spec.algorithm == sim::Algorithm::hierarchical
+                                 ? ", " + std::to_string(plan.spec.rail_window) + " in flight per rail"
+                                 : "";
+    std::printf("  algorithm     %s%s, %d slices%s, %d channels; tuner estimates:",
+                std::string(sim::to_string(plan.spec.algorithm)).c_str(),
+                o.algorithm == "auto" ? " (tuner's choice)" : " (forced)", plan.spec.slices, rail.c_str(),
+                so.comm_channels);
     for (const auto& e : plan.estimates)
       std::printf(" %s %s", std::string(sim::to_string(e.algorithm)).c_str(), human_seconds(e.time_s).c_str());
     std::printf("\n");

@@ -393,8 +393,9 @@ class Pairwise final : public Program {
 //            move per rail chunk (the expanded form keeps them in N buffers), each sent
 //            as soon as it has arrived.
 // Each phase bounds the pieces in flight on its own (Builder::bound_pieces): a rank's first
-// send of piece j in a phase waits for the last move of piece j − kPiecesInFlight into it in
-// that phase — in phase 3 only the send of rail chunk 0, as the expanded form orders it.
+// send of piece j in a phase waits for the last move of piece j − W into it in that phase
+// (W = kPiecesInFlight in phases 0 and 3, CollectiveSpec::rail_window in phases 1 and 2)
+// — in phase 3 only the send of rail chunk 0, as the expanded form orders it.
 // With one rank per node (g = 1) phases 0 and 3 are empty: a ring over the nodes.
 // Code j·T + the phase's offset + (k·n + r)·3 + sub (phases 0 and 1: sub 0 the move r
 // sends, 1 and 2 touches A and B on receiver r), + k·n + r (phase 2: the move r sends),
@@ -411,7 +412,8 @@ class Pairwise final : public Program {
 // elsewhere a priority close to it.
 class Hierarchical final : public Program {
  public:
-  Hierarchical(const CollectiveSpec& s, const Machine& m) : n_(s.ranks), g_(s.ranks_per_node), p_(s.slices) {
+  Hierarchical(const CollectiveSpec& s, const Machine& m)
+      : n_(s.ranks), g_(s.ranks_per_node), p_(s.slices), w1_(s.rail_window) {
     nodes_ = n_ / g_;
     const auto n = static_cast<Code>(n_);
     size_[0] = static_cast<Code>(g_ - 1) * n * 3;
@@ -466,7 +468,7 @@ class Hierarchical final : public Program {
       case 1:
         if (a.sub == 1) return 1;
         if (a.sub == 2) return g_ > 1 ? 2 : 0;
-        return a.k == 0 ? (g_ > 1 ? 2 : 0) + window : 2;
+        return a.k == 0 ? (g_ > 1 ? 2 : 0) + (a.j >= w1_ ? 1 : 0) : 2;
       case 2: return a.k == 0 ? 2 : 1;
       default:
         if (a.k > 0) return 1;
@@ -504,7 +506,7 @@ class Hierarchical final : public Program {
         const int to = rail_next(r);
         if (k < nodes_ - 2) out.push_back(make(j, 2, k + 1, to, 0));
         if (g_ > 1) out.push_back(make(j, 3, 0, to, mod(q + 1 - k, nodes_)));
-        if (k == nodes_ - 2 && next_piece) out.push_back(make(j + kPiecesInFlight, 1, 0, to, 0));
+        if (k == nodes_ - 2 && j + w1_ < p_) out.push_back(make(j + w1_, 1, 0, to, 0));
         return;
       }
       default: {
@@ -516,9 +518,10 @@ class Hierarchical final : public Program {
     }
   }
 
-  // The first sends of the first kPiecesInFlight pieces; B touches come as streams.
+  // The first sends of the pieces the first window holds (phase 0's, or with one rank per
+  // node the rail's); B touches come as streams.
   void initial(std::vector<Code>& out) const override {
-    for (int j = 0; j < std::min(p_, kPiecesInFlight); ++j)
+    for (int j = 0; j < std::min(p_, g_ > 1 ? kPiecesInFlight : w1_); ++j)
       for (int r = 0; r < n_; ++r) out.push_back(g_ > 1 ? make(j, 0, 0, r, 0) : make(j, 1, 0, r, 0));
   }
 
@@ -676,7 +679,7 @@ class Hierarchical final : public Program {
   // Phase 2: rail l's all-gather move of rail chunk c at step k.
   [[nodiscard]] SimTime rank2(int j, int k, int l, int c) const {
     SimTime after = g_ > 1 ? rank3(j, 0, (l + 1) % g_, c) : 0;
-    if (j + kPiecesInFlight < p_) after = std::max(after, rank1(j + kPiecesInFlight, 0, l, mod(c - 2, nodes_)));
+    if (j + w1_ < p_) after = std::max(after, rank1(j + w1_, 0, l, mod(c - 2, nodes_)));
     return add_sim_time(times(nodes_ - 1 - k, rail_ps(part(c, rail_length(j, l), nodes_))), after);
   }
   // Phase 0: the move rank s sends at step k (touch false), or the touches on receiver s
@@ -712,7 +715,8 @@ class Hierarchical final : public Program {
     }
   }
 
-  // Tables, piece by piece from the last (a window reaches forward to piece j + 8):
+  // Tables, piece by piece from the last (a window reaches forward to piece j + 8, along
+  // the rails to j + rail_window):
   // h_[j][l·N + c] the path from the end of rail chunk c's reduce-scatter on rail l;
   // f0_[j][r] from the end of rank r's phase 0; r0_[j][r] from r's first phase-0 send.
   void ranks(const CollectiveSpec& s, const Machine& m) {
@@ -796,7 +800,7 @@ class Hierarchical final : public Program {
            static_cast<std::size_t>(nodes_ - 1);
   }
 
-  int n_, g_, p_, nodes_ = 1;
+  int n_, g_, p_, w1_, nodes_ = 1;  // w1_: the rail phases' window (CollectiveSpec::rail_window)
   Code size_[4] = {}, off_[4] = {}, per_piece_ = 0;
   Code opener0_ = 0;  // codes from here open a rank's phase-1 B touches of a piece (opens())
   std::vector<std::int64_t> intra_;

@@ -121,8 +121,9 @@ class Builder {
   [[nodiscard]] std::size_t size() const { return tg_.tasks.size(); }
 
   // Tasks [first, size()) are piece j: records each rank's last incoming move, and makes
-  // each rank's first send of piece j wait for piece j − kPiecesInFlight to reach it.
-  void bound_pieces(std::size_t first, int j, int n, std::vector<std::vector<TaskId>>& last_into) {
+  // each rank's first send of piece j wait for piece j − window to reach it.
+  void bound_pieces(std::size_t first, int j, int n, std::vector<std::vector<TaskId>>& last_into,
+                    int window = kPiecesInFlight) {
     last_into.emplace_back(static_cast<std::size_t>(n));
     std::vector<TaskId> first_from(static_cast<std::size_t>(n));
     for (std::size_t t = first; t < tg_.tasks.size(); ++t) {
@@ -132,8 +133,8 @@ class Builder {
       TaskId& f = first_from[task.device.index()];
       if (!f.valid()) f = TaskId(static_cast<std::int32_t>(t));
     }
-    if (j < kPiecesInFlight) return;
-    const auto& before = last_into[static_cast<std::size_t>(j - kPiecesInFlight)];
+    if (j < window) return;
+    const auto& before = last_into[static_cast<std::size_t>(j - window)];
     for (int r = 0; r < n; ++r) {
       const auto ur = static_cast<std::size_t>(r);
       if (before[ur].valid() && first_from[ur].valid()) order(before[ur], first_from[ur]);
@@ -275,13 +276,14 @@ void tree_all_reduce(Builder& b, int n, const std::vector<Piece>& data, int node
 
 // Hierarchical all-reduce of data[p] (ranks numbered node by node, g per node):
 // reduce-scatter in every node, all-reduce along every rail, all-gather in every node.
-// Piece j. Each phase keeps its own kPiecesInFlight window (`windows`, one per phase,
-// Builder::bound_pieces): the phases run over different connections (NVLink ring, NIC
-// rail ring), and NCCL's NCCL_STEPS bound is per connection. One window over the whole
-// piece would make piece j + 8 wait for piece j's last all-gather step before its first
-// reduce-scatter step, starving the NICs between batches of 8 pieces (+12% over the
-// formula on 16 nodes, +16% on 4).
-void hierarchical_all_reduce(Builder& b, int n, int g, const std::vector<Piece>& data, int j,
+// Piece j. Each phase keeps its own window (`windows`, one per phase,
+// Builder::bound_pieces; kPiecesInFlight inside the node, `rail_window` along the rails):
+// the phases run over different connections (NVLink ring, NIC rail ring), and NCCL's
+// NCCL_STEPS bound is per connection. One window over the whole piece would make piece
+// j + 8 wait for piece j's last all-gather step before its first reduce-scatter step,
+// starving the NICs between batches of 8 pieces (+12% over the formula on 16 nodes, +16%
+// on 4).
+void hierarchical_all_reduce(Builder& b, int n, int g, int rail_window, const std::vector<Piece>& data, int j,
                              std::vector<std::vector<TaskId>> (&windows)[3]) {
   std::size_t phase_first = b.size();
   const int nodes = n / g;
@@ -315,7 +317,7 @@ void hierarchical_all_reduce(Builder& b, int n, int g, const std::vector<Piece>&
       full[static_cast<std::size_t>(q * g + l)] = std::move(c);
     }
   }
-  b.bound_pieces(phase_first, j, n, windows[1]);
+  b.bound_pieces(phase_first, j, n, windows[1], rail_window);
   phase_first = b.size();
   const int ag_node0 = inter_node0 + 2 * (nodes - 1);
   for (int q = 0; q < nodes; ++q) {
@@ -339,6 +341,7 @@ void check_spec(const CollectiveSpec& s) {
          " elements (", eb, " bytes each)");
   if (s.slices < 1) fail("collective ", c, ": slices must be >= 1, got ", s.slices);
   if (s.window < 0) fail("collective ", c, ": window must be >= 0, got ", s.window);
+  if (s.rail_window < 1) fail("collective ", c, ": rail_window must be >= 1, got ", s.rail_window);
   const bool a2a = s.collective == Collective::alltoall;
   if (a2a != (s.algorithm == Algorithm::pairwise) ||
       ((s.algorithm == Algorithm::tree || s.algorithm == Algorithm::hierarchical) && s.collective != Collective::allreduce))
@@ -461,7 +464,7 @@ TaskGraph collective_task_graph(const CollectiveSpec& s) {
       std::vector<Chunk> reduced = ring_reduce_scatter(b, all, data, 1);
       if (s.collective == Collective::allreduce) (void)ring_all_gather(b, all, reduced, 1, n);
     } else {
-      hierarchical_all_reduce(b, n, s.ranks_per_node, data, j, phase_last_into);
+      hierarchical_all_reduce(b, n, s.ranks_per_node, s.rail_window, data, j, phase_last_into);
       continue;
     }
     b.bound_pieces(first_task, j, n, last_into);
@@ -646,6 +649,26 @@ Hop hop(const Machine& m, int a, int b) {
   return h;
 }
 
+// The slowest hop of the rails 0 → g, 1 → g + 1, …, g − 1 → 2g − 1: its largest latency
+// and its smallest bandwidth.
+Hop rail_hop(const Machine& m, int n, int g) {
+  Hop worst{0, std::numeric_limits<double>::infinity()};
+  for (int l = 0; l < g && g < n; ++l) {
+    const Hop h = hop(m, l, g + l);
+    worst.latency_s = std::max(worst.latency_s, h.latency_s);
+    worst.bytes_per_s = std::min(worst.bytes_per_s, h.bytes_per_s);
+  }
+  return worst;
+}
+
+// Pieces in flight along a rail whose piece chunks are c bytes (sim/collectives.h): the
+// fewest W, at least kPiecesInFlight, with W·c/B ≥ α + c/B on the rail hop.
+int rail_window(const Hop& rail, double chunk_bytes) {
+  if (!(chunk_bytes > 0) || !std::isfinite(rail.bytes_per_s)) return kPiecesInFlight;
+  const double w = std::ceil(1 + rail.latency_s * rail.bytes_per_s / chunk_bytes);
+  return w > kPiecesInFlight ? static_cast<int>(std::min(w, 1e9)) : kPiecesInFlight;
+}
+
 // NCCL src/graph/tuning.cc, base latency of the Simple protocol (Ring LL/LL128/Simple
 // 6.6/14.0/8.4 µs). Only the ring's row is taken; tree and hierarchical use the same. The per-hop latencies (NVLink 3.4, PCIe 5.7, network 14 µs,
 // the same table) are already the machine presets' link latencies, read from the routes.
@@ -674,6 +697,7 @@ CollectivePlan plan_collective(Collective c, int n, std::int64_t bytes, DType dt
     e.algbw_bytes_per_s = bytes_time_s > 0 ? S / bytes_time_s : std::numeric_limits<double>::infinity();
     est.push_back(e);
   };
+  Hop rail;  // hierarchical: the slowest rail hop
   if (c == Collective::alltoall) {
     // Pairwise: the busiest link's bytes decide; the latency of the n − 1 steps.
     std::vector<double> load(m.links.size(), 0);
@@ -716,16 +740,13 @@ CollectivePlan plan_collective(Collective c, int n, std::int64_t bytes, DType dt
       // Hierarchical: the intra-node rings' links carry reduce-scatter and all-gather,
       // 2(g−1)/g·S; every rail's ring carries 2(N−1)/N·S/g; pipelined, the busier decides.
       const int nodes = n / g;
-      Hop intra{0, std::numeric_limits<double>::infinity()}, inter{0, std::numeric_limits<double>::infinity()};
+      rail = rail_hop(m, n, g);
+      const Hop inter = rail;
+      Hop intra{0, std::numeric_limits<double>::infinity()};
       for (int i = 0; i < g && g > 1; ++i) {
         Hop h = hop(m, i, (i + 1) % g);
         intra.latency_s = std::max(intra.latency_s, h.latency_s);
         intra.bytes_per_s = std::min(intra.bytes_per_s, h.bytes_per_s);
-      }
-      for (int l = 0; l < g; ++l) {
-        Hop h = hop(m, l, g + l);
-        inter.latency_s = std::max(inter.latency_s, h.latency_s);
-        inter.bytes_per_s = std::min(inter.bytes_per_s, h.bytes_per_s);
       }
       const double gg = g, nodes_d = nodes;
       const double intra_s = g > 1 ? 2 * (gg - 1) / gg * S / intra.bytes_per_s : 0;
@@ -765,6 +786,10 @@ CollectivePlan plan_collective(Collective c, int n, std::int64_t bytes, DType dt
   if (s.algorithm != Algorithm::pairwise) s.slices = default_slices(chunk);
   const std::int64_t elements = bytes / dtype_bytes(dtype);
   while (s.slices > 1 && elements < static_cast<std::int64_t>(2) * n * s.slices) --s.slices;
+  // A window of every piece (or of kPiecesInFlight, where fewer) lets none wait.
+  if (s.algorithm == Algorithm::hierarchical)
+    s.rail_window = std::min(rail_window(rail, static_cast<double>(bytes) / (nn * s.slices)),
+                             std::max(kPiecesInFlight, s.slices));
   return plan;
 }
 

@@ -70,11 +70,21 @@ using tessel::CollectiveSpec;
 // Where chunk c of `length` elements cut into m chunks begins: floor(c · length / m),
 // without overflow (every split of a collective's elements into ranks and pieces).
 [[nodiscard]] std::int64_t split_point(int c, std::int64_t length, int m);
-// Pieces a rank has in flight (NCCL_STEPS, NCCL src/include/device.h): a rank starts
-// sending piece j once piece j − kPiecesInFlight has reached it (ring, tree); hierarchical
-// counts it per phase (intra-node reduce-scatter, rails, intra-node all-gather), as NCCL
-// bounds the steps in flight per connection and the phases use different connections.
-inline constexpr int kPiecesInFlight = 8;
+// Pieces a rank has in flight (tessel::kPiecesInFlight = 8, NCCL_STEPS, NCCL
+// src/include/device.h): a rank starts sending piece j once piece j − 8 has reached it
+// (ring, tree); hierarchical counts it per phase (intra-node reduce-scatter, rails,
+// intra-node all-gather), as NCCL bounds the steps in flight per connection and the phases
+// use different connections. Along a rail the window is CollectiveSpec::rail_window:
+// NCCL's 8 slots per connection hold 8 steps of 512 KiB, but a piece's rail chunk is
+// c = S/(n·P) bytes and falls with the nodes (32 KiB for 1 GiB over 1,024 ranks in 32
+// pieces). Each rail step waits for the one before it (latency α, then c/B on the link),
+// so W pieces in flight keep a hop of bandwidth B busy only if W·c/B ≥ α + c/B; with 8
+// such chunks the NICs idle, and 32 pieces run as 4 rounds of 2(N − 1) latencies in series
+// (1.75× the formula at 128 nodes). plan_collective() sets W = max(8, ⌈1 + α·B/c⌉) on the
+// slowest rail hop: the fewest pieces that hold its bandwidth-delay product (more would
+// only finish every piece's rails at once under the longest-path order, leaving the
+// intra-node all-gather to the end). Ring pieces carry at least 512 KiB per step, so 8
+// hold more than any preset's product; the ring's window stays 8.
 
 // The same collective as one task graph node (TaskKind::collective) over devices
 // 0..ranks−1: simulate() generates its steps and transfers as it runs (collective_engine.h),
@@ -103,7 +113,7 @@ struct AlgorithmEstimate {
   double time_s = 0;
 };
 struct CollectivePlan {
-  CollectiveSpec spec;                       // the chosen (or forced) algorithm, slices set
+  CollectiveSpec spec;                       // the chosen (or forced) algorithm, slices (and rail_window) set
   std::vector<AlgorithmEstimate> estimates;  // every algorithm that fits, fastest first
 };
 // `forced`: the algorithm to use (error naming --algorithm when it does not fit `c` or `m`);

@@ -40,7 +40,9 @@ void expect_same(const CollectiveSpec& s, const Machine& m, int channels) {
   const SimResult gen = simulate(collective_node_graph(s), m, o);
   const SimResult exp = simulate(collective_task_graph(s), m, o);
   const std::string what = std::string(to_string(s.collective)) + " n=" + std::to_string(s.ranks) +
-                           " bytes=" + std::to_string(s.bytes) + " slices=" + std::to_string(s.slices) + " on " +
+                           " bytes=" + std::to_string(s.bytes) + " slices=" + std::to_string(s.slices) +
+                           " ranks_per_node=" + std::to_string(s.ranks_per_node) +
+                           " rail_window=" + std::to_string(s.rail_window) + " on " +
                            m.name + " channels=" + std::to_string(channels);
   EXPECT_EQ(gen.makespan_s, exp.makespan_s) << what;
   EXPECT_EQ(gen.events, exp.events) << what;
@@ -103,12 +105,26 @@ TEST(CollectiveEngine, HierarchicalAllReduceMatchesTheExpandedFormBitForBit) {
   expect_same(spec_for(Collective::allreduce, 32, mib48, spines, Algorithm::hierarchical, 2), spines, 2);
   const Machine rail = machine_preset("rail:2xh100-sxm-8,group=1");
   expect_same(spec_for(Collective::allreduce, 16, std::int64_t{3} << 20, rail, Algorithm::hierarchical, 1), rail, 1);
+  // A rail window wider than 8 that still binds (12 pieces, 10 in flight along the rails),
+  // as plan_collective() sets it where 8 pieces' rail chunks are too small.
+  for (int channels : {1, 4}) {
+    CollectiveSpec s = spec_for(Collective::allreduce, 16, uneven, two, Algorithm::hierarchical, channels);
+    ASSERT_EQ(s.slices, 12);
+    s.rail_window = 10;
+    expect_same(s, two, channels);
+  }
+  CollectiveSpec wide = spec_for(Collective::allreduce, 128, mib48, sixteen, Algorithm::hierarchical, 1);
+  wide.rail_window = 10;
+  expect_same(wide, sixteen, 1);
   // Layouts the machine does not have: one rank per "node" (a ring over the nodes, phases
   // 0 and 3 empty) and four. Equal here, not in general: the priorities are taken on rank
   // 0's routes, and with one rank per node every rank's B touches in rank 0's order.
-  for (int per_node : {1, 4}) {
+  // (Four per "node" with a rail window of 10 is one where they differ: the same
+  // makespan, busy times up to 0.5% apart.)
+  for (auto [per_node, rail_window] : {std::pair{1, kPiecesInFlight}, {1, 10}, {4, kPiecesInFlight}}) {
     CollectiveSpec s = spec_for(Collective::allreduce, 16, uneven, two, Algorithm::hierarchical, 1);
     s.ranks_per_node = per_node;
+    s.rail_window = rail_window;
     expect_same(s, two, 1);
   }
 }
@@ -175,6 +191,11 @@ TEST(CollectiveEngine, ACollectiveNodeBesideOtherTasksIsAnError) {
   EXPECT_NE(error_of([&] { bad.validate(); }).find("names collective 3"), std::string::npos);
   EXPECT_NE(error_of([&] { (void)collective_node_graph(CollectiveSpec{Collective::allreduce, Algorithm::ring, 0, 64}); })
                 .find("ranks"),
+            std::string::npos);
+  CollectiveSpec no_window = spec_for(Collective::allreduce, 16, 1 << 20, machine_preset("cluster:2xh100-sxm-8"),
+                                      Algorithm::hierarchical, 1);
+  no_window.rail_window = 0;
+  EXPECT_NE(error_of([&] { (void)collective_node_graph(no_window); }).find("rail_window must be >= 1, got 0"),
             std::string::npos);
 }
 
