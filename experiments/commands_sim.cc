@@ -298,7 +298,7 @@ void run_simulate(const Opts& o) {
   out.commit();
   if (o.trace == "-" || o.machine_out == "-") return;  // a file went to stdout in place of the report
   json j = sim::to_json(r, m);
-  j["input"] = what;
+  j["graph"] = what;  // what was simulated, as run, lower and compare name it
   if (!collective && o.task_graph_file.empty()) j["weights"] = o.dec.weights_used();
   j["tasks"] = tg.size();
   if (!collective && o.task_graph_file.empty()) {

@@ -63,9 +63,9 @@ def main(out):
         j = load(f)
         name = os.path.basename(f)[:-5]
         if not j:
-            runs.append({"run": name, "pass": False, "error": "no JSON (see the .log)"})
+            runs.append({"run": name, "correct": False, "error": "no JSON (see the .log)"})
             continue
-        runs.append({"run": name, "graph": j.get("graph"), "pass": j.get("pass"), "graph_s": j.get("graph_s"),
+        runs.append({"run": name, "graph": j.get("graph"), "correct": j.get("correct"), "graph_s": j.get("graph_s"),
                      "graph_unmarked_s": j.get("graph_unmarked_s"),
                      "measured_s": j.get("measured_s"), "graph_flops_per_s": j.get("graph_flops_per_s"),
                      "worst_normwise_error": max((c["normwise_rel_error"] for c in j.get("check", [])), default=None)})
@@ -160,12 +160,12 @@ def main(out):
             p(f"  {t}: {suite['tests']} tests, {suite['failures']} failed, {suite['skipped']} skipped"
               + (f"; failing: {', '.join(suite['failing'])}" if suite["failing"] else ""))
     if runs:
-        ok = sum(1 for r in runs if r.get("pass"))
+        ok = sum(1 for r in runs if r.get("correct"))
         p(f"\ncorrectness (tessel run --backend cuda, virtual devices of GPU 0): {ok} of {len(runs)} pass")
         for r in runs:
             err = r.get("worst_normwise_error")
             plain = r.get("graph_unmarked_s")
-            p(f"  {r['run']:<48} {'PASS' if r.get('pass') else 'FAIL'}  error {err if err is not None else '-':<10.3}"
+            p(f"  {r['run']:<48} {'PASS' if r.get('correct') else 'FAIL'}  error {err if err is not None else '-':<10.3}"
               f"  graph {1e3 * (r.get('graph_s') or 0):9.3f} ms"
               + (f"  unmarked {1e3 * plain:9.3f} ms" if plain is not None else ""))
     for i, (d, c) in enumerate(calibrations.items()):

@@ -55,7 +55,7 @@ TEST(CopyLaneCli, TheFixedOrderWarnsThatTheCopyLaneOverlapsNothing) {
   ASSERT_EQ(r.status, 0) << r.output();
   EXPECT_NE(r.err.find("tessel: warning: --copy-lane thread with --offload-order fixed"), std::string::npos)
       << r.output();
-  EXPECT_TRUE(nlohmann::json::parse(r.out)["pass"].get<bool>());
+  EXPECT_TRUE(nlohmann::json::parse(r.out)["correct"].get<bool>());
   auto free = run_tessel("run -w llama-block:model=tiny -d 1 --memory-cap 50% --copy-lane thread --json");
   ASSERT_EQ(free.status, 0) << free.output();
   EXPECT_EQ(free.err.find("--offload-order fixed"), std::string::npos) << free.output();

@@ -130,7 +130,7 @@ TEST(RunCli, ChecksAgainstTheReferenceOnEveryWorkloadAndBackend) {
     for (const char* backend : {"cpu", "block"}) {
       auto r = run_tessel(std::string("run -w ") + w + " -d 2 --backend " + backend + " --json");
       ASSERT_EQ(r.status, 0) << w << " " << backend << ": " << r.err;
-      EXPECT_TRUE(nlohmann::json::parse(r.out)["pass"].get<bool>()) << w;
+      EXPECT_TRUE(nlohmann::json::parse(r.out)["correct"].get<bool>()) << w;
     }
 }
 

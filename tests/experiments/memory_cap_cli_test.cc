@@ -82,7 +82,7 @@ TEST(MemoryCapCli, RunComputesTheReferenceUnderTheCap) {
   auto r = tessel::testing::run_tessel("run -w llama-block:model=tiny -d 2 --memory-cap 0.5 --json");
   ASSERT_EQ(r.status, 0) << r.output();
   const auto j = nlohmann::json::parse(r.out);
-  EXPECT_TRUE(j["pass"].get<bool>());
+  EXPECT_TRUE(j["correct"].get<bool>());
   const auto& mc = j["memory_cap"];
   std::int64_t cap = 0;
   for (const auto& c : mc["memory_cap_bytes"]) cap = std::max(cap, c.get<std::int64_t>());
@@ -315,7 +315,7 @@ TEST(MemoryCapCli, RunInFixedOrderComputesTheReference) {
   auto r = tessel::testing::run_tessel("run -w llama-block:model=tiny -d 2 --memory-cap 50% --offload-order fixed --json");
   ASSERT_EQ(r.status, 0) << r.output();
   const auto j = nlohmann::json::parse(r.out);
-  EXPECT_TRUE(j["pass"].get<bool>()) << j["check"].dump();
+  EXPECT_TRUE(j["correct"].get<bool>()) << j["check"].dump();
   const auto& mc = j["memory_cap"];
   EXPECT_EQ(mc["offload_order"], "fixed");
   EXPECT_GT(mc["loads"].get<std::int64_t>(), 0);
@@ -382,7 +382,7 @@ TEST(MemoryCapCli, RunTakesTheCopyLane) {
   auto thread = tessel::testing::run_tessel("run -w llama-block:model=tiny -d 2 --memory-cap 50% --copy-lane thread --json");
   ASSERT_EQ(thread.status, 0) << thread.output();
   const auto j = nlohmann::json::parse(thread.out);
-  EXPECT_TRUE(j["pass"].get<bool>());
+  EXPECT_TRUE(j["correct"].get<bool>());
   EXPECT_EQ(j["copy_lane"], "thread");
   auto worker = tessel::testing::run_tessel("run -w llama-block:model=tiny -d 2 --memory-cap 50% --json");
   ASSERT_EQ(worker.status, 0) << worker.output();

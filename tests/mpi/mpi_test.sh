@@ -48,7 +48,7 @@ case $mode in
       mpi "$np" run -w "$w" -d 4 --backend mpi --policy "$policy" --repeat 2 --json
       if [ $rc -ne 0 ]; then
         bad "$w on $np ranks, $policy: exit $rc"; cat "$tmp/out"
-      elif ! grep -q '"pass": true' "$tmp/out" || [ "$(grep -c '"backend": "mpi"' "$tmp/out")" -ne 1 ]; then
+      elif ! grep -q '"correct": true' "$tmp/out" || [ "$(grep -c '"backend": "mpi"' "$tmp/out")" -ne 1 ]; then
         bad "$w on $np ranks, $policy: no single passing report from rank 0"; cat "$tmp/out"
       else
         echo "ok: $w on $np ranks, $policy"
