@@ -649,24 +649,17 @@ Hop hop(const Machine& m, int a, int b) {
   return h;
 }
 
-// The slowest hop of the rails 0 → g, 1 → g + 1, …, g − 1 → 2g − 1: its largest latency
-// and its smallest bandwidth.
-Hop rail_hop(const Machine& m, int n, int g) {
-  Hop worst{0, std::numeric_limits<double>::infinity()};
-  for (int l = 0; l < g && g < n; ++l) {
-    const Hop h = hop(m, l, g + l);
-    worst.latency_s = std::max(worst.latency_s, h.latency_s);
-    worst.bytes_per_s = std::min(worst.bytes_per_s, h.bytes_per_s);
+// Pieces in flight along the rails of a hierarchical all-reduce of n ranks, g per node,
+// whose piece chunks are c bytes (sim/collectives.h): the fewest W, at least
+// kPiecesInFlight, with W·c/B ≥ α + c/B on every rail hop r → r + g (its route's latency
+// α and slowest link B).
+int rail_window(const Machine& m, int n, int g, double chunk_bytes) {
+  double w = kPiecesInFlight;
+  for (int r = 0; r < n && chunk_bytes > 0; ++r) {
+    const Hop h = hop(m, r, (r + g) % n);
+    if (std::isfinite(h.bytes_per_s)) w = std::max(w, std::ceil(1 + h.latency_s * h.bytes_per_s / chunk_bytes));
   }
-  return worst;
-}
-
-// Pieces in flight along a rail whose piece chunks are c bytes (sim/collectives.h): the
-// fewest W, at least kPiecesInFlight, with W·c/B ≥ α + c/B on the rail hop.
-int rail_window(const Hop& rail, double chunk_bytes) {
-  if (!(chunk_bytes > 0) || !std::isfinite(rail.bytes_per_s)) return kPiecesInFlight;
-  const double w = std::ceil(1 + rail.latency_s * rail.bytes_per_s / chunk_bytes);
-  return w > kPiecesInFlight ? static_cast<int>(std::min(w, 1e9)) : kPiecesInFlight;
+  return static_cast<int>(std::min(w, 1e9));
 }
 
 // NCCL src/graph/tuning.cc, base latency of the Simple protocol (Ring LL/LL128/Simple
@@ -697,7 +690,6 @@ CollectivePlan plan_collective(Collective c, int n, std::int64_t bytes, DType dt
     e.algbw_bytes_per_s = bytes_time_s > 0 ? S / bytes_time_s : std::numeric_limits<double>::infinity();
     est.push_back(e);
   };
-  Hop rail;  // hierarchical: the slowest rail hop
   if (c == Collective::alltoall) {
     // Pairwise: the busiest link's bytes decide; the latency of the n − 1 steps.
     std::vector<double> load(m.links.size(), 0);
@@ -740,13 +732,16 @@ CollectivePlan plan_collective(Collective c, int n, std::int64_t bytes, DType dt
       // Hierarchical: the intra-node rings' links carry reduce-scatter and all-gather,
       // 2(g−1)/g·S; every rail's ring carries 2(N−1)/N·S/g; pipelined, the busier decides.
       const int nodes = n / g;
-      rail = rail_hop(m, n, g);
-      const Hop inter = rail;
-      Hop intra{0, std::numeric_limits<double>::infinity()};
+      Hop intra{0, std::numeric_limits<double>::infinity()}, inter{0, std::numeric_limits<double>::infinity()};
       for (int i = 0; i < g && g > 1; ++i) {
         Hop h = hop(m, i, (i + 1) % g);
         intra.latency_s = std::max(intra.latency_s, h.latency_s);
         intra.bytes_per_s = std::min(intra.bytes_per_s, h.bytes_per_s);
+      }
+      for (int l = 0; l < g; ++l) {
+        Hop h = hop(m, l, g + l);
+        inter.latency_s = std::max(inter.latency_s, h.latency_s);
+        inter.bytes_per_s = std::min(inter.bytes_per_s, h.bytes_per_s);
       }
       const double gg = g, nodes_d = nodes;
       const double intra_s = g > 1 ? 2 * (gg - 1) / gg * S / intra.bytes_per_s : 0;
@@ -788,7 +783,7 @@ CollectivePlan plan_collective(Collective c, int n, std::int64_t bytes, DType dt
   while (s.slices > 1 && elements < static_cast<std::int64_t>(2) * n * s.slices) --s.slices;
   // A window of every piece (or of kPiecesInFlight, where fewer) lets none wait.
   if (s.algorithm == Algorithm::hierarchical)
-    s.rail_window = std::min(rail_window(rail, static_cast<double>(bytes) / (nn * s.slices)),
+    s.rail_window = std::min(rail_window(m, n, s.ranks_per_node, static_cast<double>(bytes) / (nn * s.slices)),
                              std::max(kPiecesInFlight, s.slices));
   return plan;
 }

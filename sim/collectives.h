@@ -80,10 +80,11 @@ using tessel::CollectiveSpec;
 // pieces). Each rail step waits for the one before it (latency α, then c/B on the link),
 // so W pieces in flight keep a hop of bandwidth B busy only if W·c/B ≥ α + c/B; with 8
 // such chunks the NICs idle, and 32 pieces run as 4 rounds of 2(N − 1) latencies in series
-// (1.75× the formula at 128 nodes). plan_collective() sets W = max(8, ⌈1 + α·B/c⌉) on the
-// slowest rail hop: the fewest pieces that hold its bandwidth-delay product (more would
-// only finish every piece's rails at once under the longest-path order, leaving the
-// intra-node all-gather to the end). Ring pieces carry at least 512 KiB per step, so 8
+// (1.75× the formula at 128 nodes). plan_collective() sets W = max(8, ⌈1 + α·B/c⌉), the
+// largest over the rail hops r → r + g (α the route's latency, B its slowest link): the
+// fewest pieces that hold every hop's bandwidth-delay product (more would only finish
+// every piece's rails at once under the longest-path order, leaving the intra-node
+// all-gather to the end). Ring pieces carry at least 512 KiB per step, so 8
 // hold more than any preset's product; the ring's window stays 8.
 
 // The same collective as one task graph node (TaskKind::collective) over devices
