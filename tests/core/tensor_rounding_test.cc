@@ -62,8 +62,12 @@ TEST(TensorRounding, F16RoundingAgreesWithEveryBinary16ValueAndEveryMidpoint) {
       ASSERT_EQ(round_to_f16(static_cast<float>(sign * mid)), sign * even) << "tie between " << lo << " and " << hi;
       const double below = std::nextafter(static_cast<float>(mid), 0.0f);
       const double above = std::nextafter(static_cast<float>(mid), 1e9f);
-      if (below > lo) ASSERT_EQ(round_to_f16(static_cast<float>(sign * below)), sign * lo);
-      if (above < hi) ASSERT_EQ(round_to_f16(static_cast<float>(sign * above)), sign * hi);
+      if (below > lo) {
+        ASSERT_EQ(round_to_f16(static_cast<float>(sign * below)), sign * lo);
+      }
+      if (above < hi) {
+        ASSERT_EQ(round_to_f16(static_cast<float>(sign * above)), sign * hi);
+      }
     }
   }
   EXPECT_EQ(round_to_f16(65519.0f), 65504.0f);
