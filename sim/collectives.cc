@@ -738,8 +738,8 @@ CollectivePlan plan_collective(Collective c, int n, std::int64_t bytes, DType dt
         intra.latency_s = std::max(intra.latency_s, h.latency_s);
         intra.bytes_per_s = std::min(intra.bytes_per_s, h.bytes_per_s);
       }
-      for (int l = 0; l < g; ++l) {
-        Hop h = hop(m, l, g + l);
+      for (int r = 0; r < n; ++r) {  // every rail hop, as the ring takes its worst hop
+        Hop h = hop(m, r, (r + g) % n);
         inter.latency_s = std::max(inter.latency_s, h.latency_s);
         inter.bytes_per_s = std::min(inter.bytes_per_s, h.bytes_per_s);
       }

@@ -257,6 +257,18 @@ TEST(Collectives, TunerPicksHierarchicalAcrossNodesAndRingInsideOne) {
             Algorithm::tree);
 }
 
+TEST(Collectives, TheHierarchicalEstimateTakesTheSlowestRailHop) {
+  // rail: groups of 2 nodes: node 0 → 1 stays on its rail switch (a 50 GB/s NIC), node 1 → 2
+  // crosses one of 8 spine uplinks of 2 · 50 / 8 = 12.5 GB/s. The rails carry
+  // 2(N − 1)/N · S/g at the slowest hop's rate; NVLink's 2(g − 1)/g · S at 450 GB/s is faster.
+  const Machine m = machine_preset("rail:8xh100-sxm-8,group=2");
+  const CollectivePlan p = plan_collective(Collective::allreduce, 64, std::int64_t{1} << 30, DType::f32, m);
+  const auto it = std::find_if(p.estimates.begin(), p.estimates.end(),
+                               [](const auto& e) { return e.algorithm == Algorithm::hierarchical; });
+  ASSERT_NE(it, p.estimates.end());
+  EXPECT_NEAR(it->algbw_bytes_per_s / (8.0 * 8 / (2 * 7) * 12.5e9), 1.0, 1e-12);
+}
+
 TEST(Collectives, AnAlgorithmThatDoesNotFitIsAnErrorNamingIt) {
   Machine one = machine_preset("h100-sxm-8");
   const std::string e1 = error_of([&] {
