@@ -690,36 +690,42 @@ CollectivePlan plan_collective(Collective c, int n, std::int64_t bytes, DType dt
     e.algbw_bytes_per_s = bytes_time_s > 0 ? S / bytes_time_s : std::numeric_limits<double>::infinity();
     est.push_back(e);
   };
+  // Bytes per link: every transfer's bytes on every link of its route; the busiest link's
+  // time decides the bandwidth term (links that several transfers share count them all).
+  std::vector<double> load(m.links.size(), 0);
+  std::vector<LinkId> route;  // reused: n² routes without an allocation each
+  auto carry = [&](int a, int b, double bytes) {  // → the route's latency
+    double lat = 0;
+    m.route(DeviceId(a), DeviceId(b), route);
+    for (LinkId l : route) {
+      load[l.index()] += bytes;
+      lat += m.link(l).latency_s;
+    }
+    return lat;
+  };
+  auto busiest_s = [&] {
+    double t = 0;
+    for (std::size_t l = 0; l < load.size(); ++l) t = std::max(t, load[l] / m.links[l].bytes_per_s);
+    std::fill(load.begin(), load.end(), 0.0);
+    return t;
+  };
   if (c == Collective::alltoall) {
-    // Pairwise: the busiest link's bytes decide; the latency of the n − 1 steps.
-    std::vector<double> load(m.links.size(), 0);
+    // Pairwise: the latency of the n − 1 steps.
     double alpha = 0;
-    std::vector<LinkId> route;  // reused: n² routes without an allocation each
     for (int i = 0; i < n; ++i)
-      for (int j = 0; j < n; ++j) {
-        if (i == j) continue;
-        const double part = S / nn;
-        double lat = 0;
-        m.route(DeviceId(i), DeviceId(j), route);
-        for (LinkId l : route) {
-          load[l.index()] += part;
-          lat += m.link(l).latency_s;
-        }
-        alpha = std::max(alpha, lat);
-      }
-    double busiest = 0;
-    for (std::size_t l = 0; l < load.size(); ++l) busiest = std::max(busiest, load[l] / m.links[l].bytes_per_s);
-    add(Algorithm::pairwise, kNcclBaseLatencySimple_s + (nn - 1) * alpha, busiest);
+      for (int j = 0; j < n; ++j)
+        if (i != j) alpha = std::max(alpha, carry(i, j, S / nn));
+    add(Algorithm::pairwise, kNcclBaseLatencySimple_s + (nn - 1) * alpha, busiest_s());
   } else {
-    // Ring: the slowest and the longest hop of 0 → 1 → … → n−1 → 0.
+    // Ring 0 → 1 → … → n−1 → 0: every hop carries steps/n·S; its longest hop's latency per
+    // step.
+    const double steps = c == Collective::allreduce ? 2 * (nn - 1) : nn - 1;
     Hop worst{0, std::numeric_limits<double>::infinity()};
     for (int i = 0; i < n && n > 1; ++i) {
-      Hop h = hop(m, i, (i + 1) % n);
-      worst.latency_s = std::max(worst.latency_s, h.latency_s);
-      worst.bytes_per_s = std::min(worst.bytes_per_s, h.bytes_per_s);
+      worst.latency_s = std::max(worst.latency_s, carry(i, (i + 1) % n, steps / nn * S));
+      worst.bytes_per_s = std::min(worst.bytes_per_s, hop(m, i, (i + 1) % n).bytes_per_s);
     }
-    const double steps = c == Collective::allreduce ? 2 * (nn - 1) : nn - 1;
-    add(Algorithm::ring, kNcclBaseLatencySimple_s + steps * worst.latency_s, n > 1 ? steps / nn * S / worst.bytes_per_s : 0);
+    add(Algorithm::ring, kNcclBaseLatencySimple_s + steps * worst.latency_s, busiest_s());
     if (c == Collective::allreduce && n > 2) {
       // Double binary tree: 2·depth hops; a rank inner in one tree sends its half up once
       // and down twice, and its other half up once as a leaf of the other: 2S per rank.
@@ -729,26 +735,19 @@ CollectivePlan plan_collective(Collective c, int n, std::int64_t bytes, DType dt
     }
     const int g = c == Collective::allreduce ? devices_per_host(m, n) : 0;
     if (g > 0) {
-      // Hierarchical: the intra-node rings' links carry reduce-scatter and all-gather,
-      // 2(g−1)/g·S; every rail's ring carries 2(N−1)/N·S/g; pipelined, the busier decides.
-      const int nodes = n / g;
-      Hop intra{0, std::numeric_limits<double>::infinity()}, inter{0, std::numeric_limits<double>::infinity()};
-      for (int i = 0; i < g && g > 1; ++i) {
-        Hop h = hop(m, i, (i + 1) % g);
-        intra.latency_s = std::max(intra.latency_s, h.latency_s);
-        intra.bytes_per_s = std::min(intra.bytes_per_s, h.bytes_per_s);
+      // Hierarchical: every node's ring carries reduce-scatter and all-gather, 2(g−1)/g·S
+      // per hop; every rail's ring 2(N−1)/N·S/g; pipelined, the busiest link decides. The
+      // longest intra-node and rail hops' latencies per step.
+      const double gg = g, nodes_d = n / g;
+      double intra_latency_s = 0, rail_latency_s = 0;
+      for (int r = 0; r < n; ++r) {
+        if (g > 1)
+          intra_latency_s = std::max(intra_latency_s, carry(r, r - r % g + (r % g + 1) % g, 2 * (gg - 1) / gg * S));
+        rail_latency_s = std::max(rail_latency_s, carry(r, (r + g) % n, 2 * (nodes_d - 1) / nodes_d * S / gg));
       }
-      for (int r = 0; r < n; ++r) {  // every rail hop, as the ring takes its worst hop
-        Hop h = hop(m, r, (r + g) % n);
-        inter.latency_s = std::max(inter.latency_s, h.latency_s);
-        inter.bytes_per_s = std::min(inter.bytes_per_s, h.bytes_per_s);
-      }
-      const double gg = g, nodes_d = nodes;
-      const double intra_s = g > 1 ? 2 * (gg - 1) / gg * S / intra.bytes_per_s : 0;
-      const double inter_s = 2 * (nodes_d - 1) / nodes_d * S / gg / inter.bytes_per_s;
       add(Algorithm::hierarchical,
-          kNcclBaseLatencySimple_s + 2 * (gg - 1) * intra.latency_s + 2 * (nodes_d - 1) * inter.latency_s,
-          std::max(intra_s, inter_s));
+          kNcclBaseLatencySimple_s + 2 * (gg - 1) * intra_latency_s + 2 * (nodes_d - 1) * rail_latency_s,
+          busiest_s());
     }
   }
   std::stable_sort(est.begin(), est.end(), [](const auto& a, const auto& b) { return a.time_s < b.time_s; });

@@ -106,7 +106,9 @@ using tessel::CollectiveSpec;
 // The algorithms NCCL could run for `c` on ranks 0..n-1 of `m`, with the tuner's estimate
 // for each: time = latency + bytes / bandwidth (NCCL src/graph/tuning.cc's form), the
 // latency NCCL's Simple-protocol base latency plus its per-hop latencies along the
-// algorithm's critical chain, the bandwidth the algorithm's busiest link allows.
+// algorithm's critical chain, the bandwidth the algorithm's busiest link allows (every
+// transfer of the ring, rails or all-to-all on its route, so that a link several share
+// counts them all; the tree takes the ring's slowest hop).
 struct AlgorithmEstimate {
   Algorithm algorithm = Algorithm::ring;
   double latency_s = 0;

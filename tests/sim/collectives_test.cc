@@ -257,16 +257,29 @@ TEST(Collectives, TunerPicksHierarchicalAcrossNodesAndRingInsideOne) {
             Algorithm::tree);
 }
 
-TEST(Collectives, TheHierarchicalEstimateTakesTheSlowestRailHop) {
+TEST(Collectives, TheHierarchicalEstimateTakesTheBusiestLink) {
+  // Every transfer on its route, the busiest link's time. The rails carry 2(N − 1)/N · S/g
+  // per hop (N = 8 nodes, g = 8); NVLink's 2(g − 1)/g · S at 450 GB/s is faster.
+  const std::int64_t s = std::int64_t{1} << 30;
+  const double rail_bytes = 2.0 * 7 / 8 * static_cast<double>(s) / 8;
+  auto hierarchical_algbw = [&](const char* preset) {
+    const CollectivePlan p = plan_collective(Collective::allreduce, 64, s, DType::f32, machine_preset(preset));
+    const auto it = std::find_if(p.estimates.begin(), p.estimates.end(),
+                                 [](const auto& e) { return e.algorithm == Algorithm::hierarchical; });
+    EXPECT_NE(it, p.estimates.end()) << preset;
+    return it == p.estimates.end() ? 0.0 : it->algbw_bytes_per_s;
+  };
   // rail: groups of 2 nodes: node 0 → 1 stays on its rail switch (a 50 GB/s NIC), node 1 → 2
-  // crosses one of 8 spine uplinks of 2 · 50 / 8 = 12.5 GB/s. The rails carry
-  // 2(N − 1)/N · S/g at the slowest hop's rate; NVLink's 2(g − 1)/g · S at 450 GB/s is faster.
-  const Machine m = machine_preset("rail:8xh100-sxm-8,group=2");
-  const CollectivePlan p = plan_collective(Collective::allreduce, 64, std::int64_t{1} << 30, DType::f32, m);
-  const auto it = std::find_if(p.estimates.begin(), p.estimates.end(),
-                               [](const auto& e) { return e.algorithm == Algorithm::hierarchical; });
-  ASSERT_NE(it, p.estimates.end());
-  EXPECT_NEAR(it->algbw_bytes_per_s / (8.0 * 8 / (2 * 7) * 12.5e9), 1.0, 1e-12);
+  // crosses one of 8 spine uplinks of 2 · 50 / 8 = 12.5 GB/s, alone on it.
+  EXPECT_NEAR(hierarchical_algbw("rail:8xh100-sxm-8,group=2") / (static_cast<double>(s) / (rail_bytes / 12.5e9)), 1.0,
+              1e-12);
+  // fat-tree, 2 nodes per leaf, 4:1: one uplink per leaf of 2 · 8 · 50 / 4 = 200 GB/s,
+  // which the hops of all 8 rails from the leaf's second node to the next leaf share.
+  EXPECT_NEAR(hierarchical_algbw("fat-tree:8xh100-sxm-8,leaf=2,oversubscription=4") /
+                  (static_cast<double>(s) / (8 * rail_bytes / 200e9)),
+              1.0, 1e-12);
+  // cluster: every rail hop on its own NICs: 50 GB/s.
+  EXPECT_NEAR(hierarchical_algbw("cluster:8xh100-sxm-8") / (static_cast<double>(s) / (rail_bytes / 50e9)), 1.0, 1e-12);
 }
 
 TEST(Collectives, AnAlgorithmThatDoesNotFitIsAnErrorNamingIt) {
