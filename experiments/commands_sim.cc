@@ -65,6 +65,7 @@ struct Opts {
   OverlapOptions overlap;
   bool no_interference = false;
   int comm_channels = 1;
+  int rail_window = 0;  // --rail-window; 0: the planner's
   std::string collective;
   std::string algorithm = "auto";
   std::string bytes;
@@ -198,6 +199,7 @@ void run_simulate(const Opts& o) {
   double plan_wall_s = 0, lower_wall_s = 0;  // -w / -g: building and planning the graph, lowering it
   if (!collective && o.expand_collectives) fail("--expand-collectives applies to --collective only");
   if (!collective && o.algorithm != "auto") fail("--algorithm applies to --collective only");
+  if (!collective && o.rail_window > 0) fail("--rail-window applies to --collective allreduce only");
   if (o.memory_cap.empty() && !o.prefetch.empty()) fail("--prefetch applies with --memory-cap only");
   const OffloadOrder offload_order = parse_offload_order(o.offload_order);
   check_offload_order(offload_order, o.memory_cap);
@@ -222,6 +224,13 @@ void run_simulate(const Opts& o) {
     so.channels_per_link = true;  // one connection per peer link, as NCCL keeps them
     plan = sim::plan_collective(coll, o.dec.devices, coll_bytes, parse_dtype(o.dtype, "--dtype"), m, forced);
     plan.spec.window = plan.spec.ranks_per_node > 0 ? 0 : so.comm_channels;
+    if (o.rail_window > 0) {
+      if (plan.spec.algorithm != sim::Algorithm::hierarchical)
+        fail("--rail-window applies to the hierarchical all-reduce; the algorithm here is ",
+             sim::to_string(plan.spec.algorithm),
+             coll == sim::Collective::allreduce ? " (--algorithm hierarchical forces it on two or more nodes)" : "");
+      plan.spec.rail_window = o.rail_window;
+    }
     // One collective node, whose steps the simulator generates as it runs; the expanded
     // form when asked, or for a trace (which names every task).
     // The report names tasks of the graph simulated, so an expanded run gets the expanded graph.
@@ -437,6 +446,11 @@ void add_sim_commands(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
   cmd->add_option("--collective", o->collective, "simulate a collective instead: allreduce, reducescatter, allgather, alltoall");
+  cmd->add_option("--rail-window", o->rail_window,
+                  "hierarchical all-reduce: pieces a rank keeps in flight along its rail, 1 to 65536 (default: the "
+                  "planner's, the fewest whose rail chunks hold every rail hop's bandwidth-delay product, at least 8; "
+                  "JSON rail_window)")
+      ->check(CLI::Range(1, 65536));
   cmd->add_option("--bytes", o->bytes, "collective size S as nccl-tests uses it, e.g. 1GiB, 64MB, 1e9");
   cmd->add_option("--dtype", o->dtype, "collective element type")->capture_default_str();
   cmd->add_option("--algorithm", o->algorithm,
