@@ -42,6 +42,9 @@ struct CollectiveSpec {
   // kPiecesInFlight); plan_collective() widens it where 8 pieces' rail chunks hold less
   // than the rail hop's bandwidth-delay product (sim/collectives.h).
   int rail_window = kPiecesInFlight;
+  // Ring reduce-scatter and all-reduce: pieces a rank has in flight; plan_collective()
+  // widens it as it does rail_window (the tree keeps kPiecesInFlight).
+  int ring_window = kPiecesInFlight;
   // Lowered collectives only (empty otherwise; see the header comment).
   std::vector<DeviceId> devices{};  // rank r's device
   std::vector<BufferId> outputs{};  // rank r's result buffer, on devices[r]

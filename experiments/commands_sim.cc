@@ -65,7 +65,7 @@ struct Opts {
   OverlapOptions overlap;
   bool no_interference = false;
   int comm_channels = 1;
-  int rail_window = 0;  // --rail-window; 0: the planner's
+  int pieces_in_flight = 0;  // --pieces-in-flight; 0: the planner's
   std::string collective;
   std::string algorithm = "auto";
   std::string bytes;
@@ -81,6 +81,14 @@ struct Opts {
   bool expand_collectives = false;
   bool no_symmetry = false;
 };
+
+// The pieces a rank keeps in flight, where the algorithm windows them: the ring's
+// reduce-scatter and all-reduce, the hierarchical all-reduce's rails; 0 elsewhere.
+int pieces_in_flight(const sim::CollectiveSpec& s) {
+  if (s.algorithm == sim::Algorithm::hierarchical) return s.rail_window;
+  if (s.algorithm == sim::Algorithm::ring && s.collective != sim::Collective::allgather) return s.ring_window;
+  return 0;
+}
 
 void print_report(const sim::SimResult& r, const TaskGraph& tg, const Machine& m) {
   const double ms = r.makespan_s;
@@ -199,7 +207,7 @@ void run_simulate(const Opts& o) {
   double plan_wall_s = 0, lower_wall_s = 0;  // -w / -g: building and planning the graph, lowering it
   if (!collective && o.expand_collectives) fail("--expand-collectives applies to --collective only");
   if (!collective && o.algorithm != "auto") fail("--algorithm applies to --collective only");
-  if (!collective && o.rail_window > 0) fail("--rail-window applies to --collective allreduce only");
+  if (!collective && o.pieces_in_flight > 0) fail("--pieces-in-flight applies to --collective only");
   if (o.memory_cap.empty() && !o.prefetch.empty()) fail("--prefetch applies with --memory-cap only");
   const OffloadOrder offload_order = parse_offload_order(o.offload_order);
   check_offload_order(offload_order, o.memory_cap);
@@ -224,12 +232,16 @@ void run_simulate(const Opts& o) {
     so.channels_per_link = true;  // one connection per peer link, as NCCL keeps them
     plan = sim::plan_collective(coll, o.dec.devices, coll_bytes, parse_dtype(o.dtype, "--dtype"), m, forced);
     plan.spec.window = plan.spec.ranks_per_node > 0 ? 0 : so.comm_channels;
-    if (o.rail_window > 0) {
-      if (plan.spec.algorithm != sim::Algorithm::hierarchical)
-        fail("--rail-window applies to the hierarchical all-reduce; the algorithm here is ",
-             sim::to_string(plan.spec.algorithm),
-             coll == sim::Collective::allreduce ? " (--algorithm hierarchical forces it on two or more nodes)" : "");
-      plan.spec.rail_window = o.rail_window;
+    if (o.pieces_in_flight > 0) {
+      if (plan.spec.algorithm == sim::Algorithm::hierarchical) {
+        plan.spec.rail_window = o.pieces_in_flight;
+      } else if (plan.spec.algorithm == sim::Algorithm::ring && coll != sim::Collective::allgather) {
+        plan.spec.ring_window = o.pieces_in_flight;
+      } else {
+        fail("--pieces-in-flight applies to a ring reduce-scatter or all-reduce and to the hierarchical all-reduce; "
+             "this is ", sim::to_string(coll), " (", sim::to_string(plan.spec.algorithm), ")",
+             coll == sim::Collective::allgather ? ", whose pieces are not windowed" : "");
+      }
     }
     // One collective node, whose steps the simulator generates as it runs; the expanded
     // form when asked, or for a trace (which names every task).
@@ -345,7 +357,7 @@ void run_simulate(const Opts& o) {
     j["busbw_bytes_per_s"] = busbw * 1e9;
     j["algorithm"] = std::string(sim::to_string(plan.spec.algorithm));
     j["slices"] = plan.spec.slices;
-    if (plan.spec.algorithm == sim::Algorithm::hierarchical) j["rail_window"] = plan.spec.rail_window;
+    if (const int w = pieces_in_flight(plan.spec); w > 0) j["pieces_in_flight"] = w;
     j["comm_channels"] = so.comm_channels;
     j["collective_form"] = expanded ? "expanded" : "generated";
     // The symmetry reduction (to_json() writes symmetry, symmetry_period, symmetry_note and
@@ -396,9 +408,11 @@ void run_simulate(const Opts& o) {
   }
   if (collective) {
     std::printf("  bandwidth     algbw %.2f GB/s, busbw %.2f GB/s\n", algbw, busbw);
-    const std::string rail = plan.spec.algorithm == sim::Algorithm::hierarchical
-                                 ? ", " + std::to_string(plan.spec.rail_window) + " in flight per rail"
-                                 : "";
+    const int w = pieces_in_flight(plan.spec);
+    const std::string rail =
+        w > 0 ? ", " + std::to_string(w) +
+                    (plan.spec.algorithm == sim::Algorithm::hierarchical ? " in flight per rail" : " in flight")
+              : "";
     std::printf("  algorithm     %s%s, %d slices%s, %d channels; tuner estimates:",
                 std::string(sim::to_string(plan.spec.algorithm)).c_str(),
                 o.algorithm == "auto" ? " (tuner's choice)" : " (forced)", plan.spec.slices, rail.c_str(),
@@ -446,10 +460,10 @@ void add_sim_commands(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
   cmd->add_option("--collective", o->collective, "simulate a collective instead: allreduce, reducescatter, allgather, alltoall");
-  cmd->add_option("--rail-window", o->rail_window,
-                  "hierarchical all-reduce: pieces a rank keeps in flight along its rail, 1 to 65536 (default: the "
-                  "planner's, the fewest whose rail chunks hold every rail hop's bandwidth-delay product, at least 8; "
-                  "JSON rail_window)")
+  cmd->add_option("--pieces-in-flight", o->pieces_in_flight,
+                  "pieces a rank keeps in flight: a ring reduce-scatter's or all-reduce's, the hierarchical "
+                  "all-reduce's along its rails (inside a node 8), 1 to 65536 (default: the planner's, the fewest "
+                  "whose chunks hold every hop's bandwidth-delay product, at least 8; JSON pieces_in_flight)")
       ->check(CLI::Range(1, 65536));
   cmd->add_option("--bytes", o->bytes, "collective size S as nccl-tests uses it, e.g. 1GiB, 64MB, 1e9");
   cmd->add_option("--dtype", o->dtype, "collective element type")->capture_default_str();

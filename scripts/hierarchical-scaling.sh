@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The hierarchical all-reduce by node count: simulated with the planner's rail window, with
-# NCCL's 8 pieces in flight per rail (--rail-window 8), and the tuner's estimate (latency +
+# NCCL's 8 pieces in flight per rail (--pieces-in-flight 8), and the tuner's estimate (latency +
 # bytes / bandwidth), as a CSV and a picture.
 #
 # usage: scripts/hierarchical-scaling.sh OUT_DIR [--bytes SIZE] [--preset NODE_PRESET] [NODES ...]
-#   OUT_DIR/hierarchical-scaling.csv  nodes, ranks, series, makespan_s, rail_window, slices
+#   OUT_DIR/hierarchical-scaling.csv  nodes, ranks, series, makespan_s, pieces_in_flight, slices
 #   OUT_DIR/hierarchical-scaling.png  time by node count, one line per series (plots/lines.py)
 # Defaults: 1GiB, h100-sxm-8 nodes (cluster:Nxh100-sxm-8), 2 4 8 16 32 64 128 nodes (about
 # a minute on two cores; 128 nodes alone take 15 s per run). TESSEL: the binary (default
@@ -37,11 +37,11 @@ per_node=$("$tessel" simulate --collective allreduce --bytes 1MiB -d 1 -m "$pres
 csv="$out/hierarchical-scaling.csv"
 tmp="$csv.tmp-tessel"
 trap 'rm -f "$tmp"' EXIT
-echo "nodes,ranks,series,makespan_s,rail_window,slices" >"$tmp"
+echo "nodes,ranks,series,makespan_s,pieces_in_flight,slices" >"$tmp"
 for n in "${nodes[@]}"; do
   ranks=$((n * per_node))
   for window in planner 8; do
-    extra=(); [ "$window" = planner ] || extra=(--rail-window "$window")
+    extra=(); [ "$window" = planner ] || extra=(--pieces-in-flight "$window")
     echo "hierarchical-scaling: $n nodes ($ranks ranks), rail window $window" >&2
     "$tessel" simulate --collective allreduce --bytes "$bytes" -d "$ranks" -m "cluster:${n}x$preset" \
       --algorithm hierarchical "${extra[@]}" --json |
@@ -50,7 +50,7 @@ import json, sys
 n, ranks, window = sys.argv[1], sys.argv[2], sys.argv[3]
 j = json.load(sys.stdin)
 series = "simulated: planner rail window" if window == "planner" else "simulated: rail window " + window
-print(",".join([n, ranks, series, repr(j["makespan_s"]), str(j["rail_window"]), str(j["slices"])]))
+print(",".join([n, ranks, series, repr(j["makespan_s"]), str(j["pieces_in_flight"]), str(j["slices"])]))
 if window == "planner":
     est = [e for e in j["tuner_estimates"] if e["algorithm"] == "hierarchical"][0]
     print(",".join([n, ranks, "tuner estimate", repr(est["time_s"]), "", ""]))

@@ -98,15 +98,16 @@ SimTime move_ps(const Machine& m, int a, int b, std::int64_t bytes) {
 
 // The order in which a rank's pieces and steps compete for one lane, as longest-path
 // priority orders them in the expanded form of these symmetric programs: pieces grouped
-// by how many later pieces they release through the kPiecesInFlight window (most first),
+// by how many later pieces they release through the window (most first),
 // then the earlier step, then the earlier piece. Without a window, one group.
 struct PieceOrder {
   int pieces = 1;
   int steps = 1;  // of the whole program, across its phases (the key's step range)
   bool windowed = true;
+  int window = kPiecesInFlight;  // pieces in flight (CollectiveSpec::ring_window)
 
-  [[nodiscard]] int most() const { return windowed ? (pieces - 1) / kPiecesInFlight : 0; }
-  [[nodiscard]] int chained(int j) const { return windowed ? (pieces - 1 - j) / kPiecesInFlight : 0; }
+  [[nodiscard]] int most() const { return windowed ? (pieces - 1) / window : 0; }
+  [[nodiscard]] int chained(int j) const { return windowed ? (pieces - 1 - j) / window : 0; }
   // Lane priority of piece j's step s: smaller first; `sub` (0..3) orders the tasks of one
   // step and piece.
   [[nodiscard]] std::uint64_t key(int j, int s, std::uint64_t sub) const {
@@ -120,8 +121,8 @@ struct PieceOrder {
   // past the end), and the position of (j, s).
   [[nodiscard]] bool at(std::int64_t idx, int count, int& j, int& s) const {
     for (int c = most(); c >= 0; --c) {
-      const int lo = windowed ? std::max(0, pieces - kPiecesInFlight * (c + 1)) : 0;
-      const int hi = windowed ? pieces - 1 - kPiecesInFlight * c : pieces - 1;  // inclusive
+      const int lo = windowed ? std::max(0, pieces - window * (c + 1)) : 0;
+      const int hi = windowed ? pieces - 1 - window * c : pieces - 1;  // inclusive
       const std::int64_t group = static_cast<std::int64_t>(count) * (hi - lo + 1);
       if (idx >= group) {
         idx -= group;
@@ -136,8 +137,8 @@ struct PieceOrder {
   [[nodiscard]] std::int64_t position(int j, int s, int count) const {
     std::int64_t pos = 0;
     for (int c = most(); c >= 0; --c) {
-      const int lo = windowed ? std::max(0, pieces - kPiecesInFlight * (c + 1)) : 0;
-      const int hi = windowed ? pieces - 1 - kPiecesInFlight * c : pieces - 1;
+      const int lo = windowed ? std::max(0, pieces - window * (c + 1)) : 0;
+      const int hi = windowed ? pieces - 1 - window * c : pieces - 1;
       if (j > hi) {
         pos += static_cast<std::int64_t>(count) * (hi - lo + 1);
         continue;
@@ -157,11 +158,11 @@ struct PieceOrder {
 // 2 touches A and B on receiver i.
 class Ring final : public Program {
  public:
-  explicit Ring(const CollectiveSpec& s) : c_(s.collective), m_(s.ranks), p_(s.slices) {
+  explicit Ring(const CollectiveSpec& s) : c_(s.collective), m_(s.ranks), p_(s.slices), w_(s.ring_window) {
     elements_ = s.bytes / dtype_bytes(s.dtype);
     steps_ = c_ == Collective::allreduce ? 2 * (m_ - 1) : m_ - 1;
     touch_steps_ = c_ == Collective::allgather ? 0 : m_ - 1;
-    order_ = PieceOrder{p_, steps_, windowed()};
+    order_ = PieceOrder{p_, steps_, windowed(), w_};
     // Per piece, the size of every chunk where all are equal (-1: they differ), so that
     // task() needs no split_point in the common case.
     even_.assign(static_cast<std::size_t>(p_), -1);
@@ -204,7 +205,7 @@ class Ring final : public Program {
     const Code rest = code / 3 / static_cast<Code>(m_);
     const int s = static_cast<int>(rest % static_cast<Code>(steps_));
     const int j = static_cast<int>(rest / static_cast<Code>(steps_));
-    if (s == 0) return windowed() && j >= kPiecesInFlight ? 1 : 0;
+    if (s == 0) return windowed() && j >= w_ ? 1 : 0;
     return s - 1 < touch_steps_ ? 2 : 1;
   }
 
@@ -225,13 +226,13 @@ class Ring final : public Program {
     } else if (s + 1 < steps_) {
       out.push_back(make(j, s + 1, to, 0));
     }
-    // The last move into `to` of piece j releases `to`'s first send of piece j + kPiecesInFlight.
-    if (windowed() && s == steps_ - 1 && j + kPiecesInFlight < p_) out.push_back(make(j + kPiecesInFlight, 0, to, 0));
+    // The last move into `to` of piece j releases `to`'s first send of piece j + w_.
+    if (windowed() && s == steps_ - 1 && j + w_ < p_) out.push_back(make(j + w_, 0, to, 0));
   }
 
   void initial(std::vector<Code>& out) const override {
     if (m_ < 2) return;
-    const int first = windowed() ? std::min(p_, kPiecesInFlight) : p_;
+    const int first = windowed() ? std::min(p_, w_) : p_;
     for (int j = 0; j < first; ++j)
       for (int i = 0; i < m_; ++i) out.push_back(make(j, 0, i, 0));
   }
@@ -310,7 +311,7 @@ class Ring final : public Program {
   }
 
   Collective c_;
-  int m_, p_;
+  int m_, p_, w_;  // w_: pieces in flight (CollectiveSpec::ring_window)
   std::int64_t elements_ = 0;
   int steps_ = 0, touch_steps_ = 0;
   PieceOrder order_;

@@ -342,6 +342,7 @@ void check_spec(const CollectiveSpec& s) {
   if (s.slices < 1) fail("collective ", c, ": slices must be >= 1, got ", s.slices);
   if (s.window < 0) fail("collective ", c, ": window must be >= 0, got ", s.window);
   if (s.rail_window < 1) fail("collective ", c, ": rail_window must be >= 1, got ", s.rail_window);
+  if (s.ring_window < 1) fail("collective ", c, ": ring_window must be >= 1, got ", s.ring_window);
   const bool a2a = s.collective == Collective::alltoall;
   if (a2a != (s.algorithm == Algorithm::pairwise) ||
       ((s.algorithm == Algorithm::tree || s.algorithm == Algorithm::hierarchical) && s.collective != Collective::allreduce))
@@ -467,7 +468,7 @@ TaskGraph collective_task_graph(const CollectiveSpec& s) {
       hierarchical_all_reduce(b, n, s.ranks_per_node, s.rail_window, data, j, phase_last_into);
       continue;
     }
-    b.bound_pieces(first_task, j, n, last_into);
+    b.bound_pieces(first_task, j, n, last_into, s.algorithm == Algorithm::ring ? s.ring_window : kPiecesInFlight);
   }
   return b.take();
 }
@@ -649,14 +650,14 @@ Hop hop(const Machine& m, int a, int b) {
   return h;
 }
 
-// Pieces in flight along the rails of a hierarchical all-reduce of n ranks, g per node,
-// whose piece chunks are c bytes (sim/collectives.h): the fewest W, at least
-// kPiecesInFlight, with W·c/B ≥ α + c/B on every rail hop r → r + g (its route's latency
-// α and slowest link B).
-int rail_window(const Machine& m, int n, int g, double chunk_bytes) {
+// Pieces in flight along rings r → r + stride (mod n) whose piece chunks are c bytes per
+// step (sim/collectives.h): the fewest W, at least kPiecesInFlight, with W·c/B ≥ α + c/B
+// on every hop (its route's latency α and slowest link B). Stride 1: the ring; g: the
+// rails of a hierarchical all-reduce.
+int pieces_in_flight(const Machine& m, int n, int stride, double chunk_bytes) {
   double w = kPiecesInFlight;
   for (int r = 0; r < n && chunk_bytes > 0; ++r) {
-    const Hop h = hop(m, r, (r + g) % n);
+    const Hop h = hop(m, r, (r + stride) % n);
     if (std::isfinite(h.bytes_per_s)) w = std::max(w, std::ceil(1 + h.latency_s * h.bytes_per_s / chunk_bytes));
   }
   return static_cast<int>(std::min(w, 1e9));
@@ -780,10 +781,14 @@ CollectivePlan plan_collective(Collective c, int n, std::int64_t bytes, DType dt
   if (s.algorithm != Algorithm::pairwise) s.slices = default_slices(chunk);
   const std::int64_t elements = bytes / dtype_bytes(dtype);
   while (s.slices > 1 && elements < static_cast<std::int64_t>(2) * n * s.slices) --s.slices;
-  // A window of every piece (or of kPiecesInFlight, where fewer) lets none wait.
+  // A window of every piece (or of kPiecesInFlight, where fewer) lets none wait. A ring's
+  // and a rail's step moves S/(n·P) bytes of each piece.
+  const double step_bytes = static_cast<double>(bytes) / (nn * s.slices);
+  const int every = std::max(kPiecesInFlight, s.slices);
   if (s.algorithm == Algorithm::hierarchical)
-    s.rail_window = std::min(rail_window(m, n, s.ranks_per_node, static_cast<double>(bytes) / (nn * s.slices)),
-                             std::max(kPiecesInFlight, s.slices));
+    s.rail_window = std::min(pieces_in_flight(m, n, s.ranks_per_node, step_bytes), every);
+  if (s.algorithm == Algorithm::ring && c != Collective::allgather && n > 1)
+    s.ring_window = std::min(pieces_in_flight(m, n, 1, step_bytes), every);
   return plan;
 }
 

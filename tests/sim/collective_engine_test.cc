@@ -42,7 +42,8 @@ void expect_same(const CollectiveSpec& s, const Machine& m, int channels) {
   const std::string what = std::string(to_string(s.collective)) + " n=" + std::to_string(s.ranks) +
                            " bytes=" + std::to_string(s.bytes) + " slices=" + std::to_string(s.slices) +
                            " ranks_per_node=" + std::to_string(s.ranks_per_node) +
-                           " rail_window=" + std::to_string(s.rail_window) + " on " +
+                           " rail_window=" + std::to_string(s.rail_window) +
+                           " ring_window=" + std::to_string(s.ring_window) + " on " +
                            m.name + " channels=" + std::to_string(channels);
   EXPECT_EQ(gen.makespan_s, exp.makespan_s) << what;
   EXPECT_EQ(gen.events, exp.events) << what;
@@ -66,6 +67,18 @@ TEST(CollectiveEngine, RingCollectivesMatchTheExpandedFormBitForBit) {
         expect_same(spec_for(c, n, bytes, one, Algorithm::ring, 1), one, 1);
     expect_same(spec_for(c, 16, std::int64_t{48} << 20, two, Algorithm::ring, 1), two, 1);
     expect_same(spec_for(c, 16, std::int64_t{48} << 20, two, Algorithm::ring, 4), two, 4);
+  }
+  // A ring window other than 8 that binds: 16 pieces, 10 in flight; and the planner's 21
+  // of 32 on 1 ms hops through a switch (collectives_test.cc has them on a ring).
+  for (Collective c : {Collective::allreduce, Collective::reducescatter}) {
+    CollectiveSpec s = spec_for(c, 8, std::int64_t{64} << 20, one, Algorithm::ring, 1);
+    ASSERT_EQ(s.slices, 16);
+    s.ring_window = 10;
+    expect_same(s, one, 1);
+    const Machine slow = testing::switch_machine(4, 1e-3, 1e10);
+    const CollectiveSpec planned = spec_for(c, 4, std::int64_t{64} << 20, slow, Algorithm::ring, 1);
+    ASSERT_EQ(planned.ring_window, 21);
+    expect_same(planned, slow, 1);
   }
 }
 

@@ -202,6 +202,39 @@ TEST(Collectives, HierarchicalRailWindowHoldsTheRailHopsBandwidthDelayProduct) {
   }
 }
 
+TEST(Collectives, RingWindowHoldsTheHopsBandwidthDelayProduct) {
+  // The ring's own window, as the rails': 1 ms hops at 10 GB/s, 16 MiB per rank in 32
+  // pieces of c = 512 KiB per step, so the planner keeps ⌈1 + α·B/c⌉ = 21 in flight. The
+  // pipelined ring then takes at most the unpipelined α-β time (each step the whole chunk,
+  // collective_closed_form_s) and at least a piece's chain of steps and the link's bytes;
+  // with 8 in flight it ran 1.6 times the α-β time (4 rounds of the steps' latencies).
+  constexpr double alpha = 1e-3, bw = 1e10;
+  for (int n : {4, 8}) {
+    const Machine m = ring_machine(n, alpha, bw);
+    const std::int64_t s = (std::int64_t{16} << 20) * n;
+    for (Collective c : {Collective::allreduce, Collective::reducescatter}) {
+      const CollectivePlan p = plan_collective(c, n, s, DType::f32, m, Algorithm::ring);
+      ASSERT_EQ(p.spec.slices, 32);
+      EXPECT_EQ(p.spec.ring_window, 21);
+      const double steps = c == Collective::allreduce ? 2.0 * (n - 1) : n - 1.0;
+      const double alpha_beta = collective_closed_form_s(c, n, static_cast<double>(s), alpha, bw);
+      const double lower = std::max(steps * alpha, steps / n * static_cast<double>(s) / bw);
+      CollectivePlan eight = p;
+      eight.spec.ring_window = kPiecesInFlight;
+      for (const char* model : kModels) {
+        const double t = run_plan(p, m, model).makespan_s;
+        EXPECT_LE(t, alpha_beta) << n << " " << to_string(c) << " " << model;
+        EXPECT_GE(t, lower) << n << " " << to_string(c) << " " << model;
+        EXPECT_GT(run_plan(eight, m, model).makespan_s / alpha_beta, 1.5) << n << " " << to_string(c) << " " << model;
+      }
+    }
+  }
+  // NVLink (3.4 µs, 450 GB/s) and 512 KiB steps: 8 hold the product (1.5 MB).
+  EXPECT_EQ(plan_collective(Collective::allreduce, 8, std::int64_t{1} << 30, DType::f32, machine_preset("h100-sxm-8"))
+                .spec.ring_window,
+            kPiecesInFlight);
+}
+
 TEST(Collectives, TwoNodeAllToAllMatchesTheBusiestLinkBoundWithAnyChannelCount) {
   // Half of what each GPU sends crosses to the other node over its own 50 GB/s NIC.
   Machine m = machine_preset("cluster:2xh100-sxm-8");

@@ -124,24 +124,28 @@ TEST(SimulateCli, FlowIsTheDefaultNetworkAndHierarchicalCanBeForced) {
   const nlohmann::json exp = nlohmann::json::parse(r.output);
   EXPECT_EQ(exp["collective_form"], "expanded");
   EXPECT_EQ(gen["makespan_s"].get<double>(), exp["makespan_s"].get<double>());
-  EXPECT_EQ(gen["rail_window"], 8);  // 64 MiB over 2 nodes: 8 pieces hold the rail hop's product
+  EXPECT_EQ(gen["pieces_in_flight"], 8);  // 64 MiB over 2 nodes: 8 pieces hold the rail hop's product
 }
 
-TEST(SimulateCli, RailWindowOverridesThePlannersAndOnlyForHierarchical) {
+TEST(SimulateCli, PiecesInFlightOverridesThePlannersWhereTheAlgorithmWindowsPieces) {
   // 64 MiB over 2 nodes in 16 pieces: a window of 2 makes the NICs wait, so the run is slower.
   const std::string cmd = "simulate --collective allreduce --bytes 64MiB -d 16 -m cluster:2xh100-sxm-8 --json";
   Result r = tessel(cmd);
   ASSERT_EQ(r.status, 0) << r.output;
   const nlohmann::json planned = nlohmann::json::parse(r.output);
-  r = tessel(cmd + " --rail-window 2");
+  r = tessel(cmd + " --pieces-in-flight 2");
   ASSERT_EQ(r.status, 0) << r.output;
   const nlohmann::json two = nlohmann::json::parse(r.output);
-  EXPECT_EQ(two["rail_window"], 2);
+  EXPECT_EQ(two["pieces_in_flight"], 2);
   EXPECT_EQ(two["slices"], planned["slices"]);
   EXPECT_GT(two["makespan_s"].get<double>(), planned["makespan_s"].get<double>());
-  r = tessel("simulate --collective allreduce --bytes 64MiB -d 8 -m h100-sxm-8 --json");
+  // A ring's own window, on one node; an all-gather's pieces are not windowed.
+  r = tessel("simulate --collective allreduce --bytes 64MiB -d 8 -m h100-sxm-8 --pieces-in-flight 3 --json");
   ASSERT_EQ(r.status, 0) << r.output;
-  EXPECT_FALSE(nlohmann::json::parse(r.output).contains("rail_window"));  // a ring has none
+  EXPECT_EQ(nlohmann::json::parse(r.output)["pieces_in_flight"], 3);
+  r = tessel("simulate --collective allgather --bytes 64MiB -d 8 -m h100-sxm-8 --json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_FALSE(nlohmann::json::parse(r.output).contains("pieces_in_flight"));
 }
 
 TEST(SimulateCli, TaskGraphAndMachineFiles) {
@@ -174,11 +178,13 @@ TEST(SimulateCli, BadInputNamesTheFieldExitsNonZeroAndLeavesNoTrace) {
   expect_bad("simulate --collective allreduce --bytes 1MB -d 8 -m h100-sxm-8 --algorithm nvls",
              "--algorithm: unknown algorithm 'nvls'");
   expect_bad("simulate -w chain -d 4 -m h100-sxm-8 --algorithm ring", "--algorithm applies to --collective only");
-  expect_bad("simulate -w chain -d 4 -m h100-sxm-8 --rail-window 8", "--rail-window applies to --collective allreduce only");
-  expect_bad("simulate --collective allreduce --bytes 1MB -d 8 -m h100-sxm-8 --rail-window 8",
-             "--rail-window applies to the hierarchical all-reduce; the algorithm here is");
-  expect_bad("simulate --collective allreduce --bytes 1MB -d 16 -m cluster:2xh100-sxm-8 --rail-window 0",
-             "--rail-window: Value 0 not in range 1 to 65536");
+  expect_bad("simulate -w chain -d 4 -m h100-sxm-8 --pieces-in-flight 8", "--pieces-in-flight applies to --collective only");
+  expect_bad("simulate --collective allgather --bytes 1MB -d 8 -m h100-sxm-8 --pieces-in-flight 8",
+             "this is allgather (ring), whose pieces are not windowed");
+  expect_bad("simulate --collective alltoall --bytes 1MB -d 8 -m h100-sxm-8 --pieces-in-flight 8",
+             "--pieces-in-flight applies to a ring reduce-scatter or all-reduce and to the hierarchical all-reduce");
+  expect_bad("simulate --collective allreduce --bytes 1MB -d 16 -m cluster:2xh100-sxm-8 --pieces-in-flight 0",
+             "--pieces-in-flight: Value 0 not in range 1 to 65536");
 
   auto machine = temp("tessel_sim_cli_bad_machine.json");
   auto j = nlohmann::json::parse(std::ifstream(kData + "switch3.json"));

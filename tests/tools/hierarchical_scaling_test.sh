@@ -17,7 +17,7 @@ fail() { echo "hierarchical_scaling_test: $*" >&2; exit 1; }
 TESSEL=$tessel "$root/scripts/hierarchical-scaling.sh" "$dir/out" --bytes 64MiB 2 4 2>"$dir/err" || fail "the script failed: $(cat "$dir/err")"
 csv=$dir/out/hierarchical-scaling.csv
 [ -s "$dir/out/hierarchical-scaling.png" ] || fail "no picture"
-[ "$(head -1 "$csv")" = "nodes,ranks,series,makespan_s,rail_window,slices" ] || fail "header: $(head -1 "$csv")"
+[ "$(head -1 "$csv")" = "nodes,ranks,series,makespan_s,pieces_in_flight,slices" ] || fail "header: $(head -1 "$csv")"
 [ "$(wc -l <"$csv")" -eq 7 ] || fail "expected 6 rows: $(cat "$csv")"
 grep -q '^4,32,simulated: planner rail window,[0-9.e-]*,8,[0-9]*$' "$csv" || fail "no planner row for 4 nodes: $(cat "$csv")"
 grep -q '^2,16,simulated: rail window 8,[0-9.e-]*,8,[0-9]*$' "$csv" || fail "no window-8 row for 2 nodes"
