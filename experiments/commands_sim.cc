@@ -82,14 +82,6 @@ struct Opts {
   bool no_symmetry = false;
 };
 
-// The pieces a rank keeps in flight, where the algorithm windows them: the ring's
-// reduce-scatter and all-reduce, the hierarchical all-reduce's rails; 0 elsewhere.
-int pieces_in_flight(const sim::CollectiveSpec& s) {
-  if (s.algorithm == sim::Algorithm::hierarchical) return s.rail_window;
-  if (s.algorithm == sim::Algorithm::ring && s.collective != sim::Collective::allgather) return s.ring_window;
-  return 0;
-}
-
 void print_report(const sim::SimResult& r, const TaskGraph& tg, const Machine& m) {
   const double ms = r.makespan_s;
   double compute = 0, comm = 0, idle = 0, max_compute = 0;
@@ -233,10 +225,8 @@ void run_simulate(const Opts& o) {
     plan = sim::plan_collective(coll, o.dec.devices, coll_bytes, parse_dtype(o.dtype, "--dtype"), m, forced);
     plan.spec.window = plan.spec.ranks_per_node > 0 ? 0 : so.comm_channels;
     if (o.pieces_in_flight > 0) {
-      if (plan.spec.algorithm == sim::Algorithm::hierarchical) {
-        plan.spec.rail_window = o.pieces_in_flight;
-      } else if (plan.spec.algorithm == sim::Algorithm::ring && coll != sim::Collective::allgather) {
-        plan.spec.ring_window = o.pieces_in_flight;
+      if (int* w = sim::pieces_in_flight(plan.spec)) {
+        *w = o.pieces_in_flight;
       } else {
         fail("--pieces-in-flight applies to a ring reduce-scatter or all-reduce and to the hierarchical all-reduce; "
              "this is ", sim::to_string(coll), " (", sim::to_string(plan.spec.algorithm), ")",
@@ -357,7 +347,7 @@ void run_simulate(const Opts& o) {
     j["busbw_bytes_per_s"] = busbw * 1e9;
     j["algorithm"] = std::string(sim::to_string(plan.spec.algorithm));
     j["slices"] = plan.spec.slices;
-    if (const int w = pieces_in_flight(plan.spec); w > 0) j["pieces_in_flight"] = w;
+    if (const int* w = sim::pieces_in_flight(plan.spec)) j["pieces_in_flight"] = *w;
     j["comm_channels"] = so.comm_channels;
     j["collective_form"] = expanded ? "expanded" : "generated";
     // The symmetry reduction (to_json() writes symmetry, symmetry_period, symmetry_note and
@@ -408,9 +398,9 @@ void run_simulate(const Opts& o) {
   }
   if (collective) {
     std::printf("  bandwidth     algbw %.2f GB/s, busbw %.2f GB/s\n", algbw, busbw);
-    const int w = pieces_in_flight(plan.spec);
+    const int* w = sim::pieces_in_flight(plan.spec);
     const std::string rail =
-        w > 0 ? ", " + std::to_string(w) +
+        w ? ", " + std::to_string(*w) +
                     (plan.spec.algorithm == sim::Algorithm::hierarchical ? " in flight per rail" : " in flight")
               : "";
     std::printf("  algorithm     %s%s, %d slices%s, %d channels; tuner estimates:",

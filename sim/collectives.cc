@@ -641,23 +641,29 @@ struct Hop {
   double latency_s = 0;
   double bytes_per_s = std::numeric_limits<double>::infinity();
 };
-Hop hop(const Machine& m, int a, int b) {
+// The route a → b's latency and slowest link; each link's `load` grows by `bytes` (none
+// given: not counted).
+Hop hop(const Machine& m, int a, int b, std::vector<LinkId>& route, std::vector<double>* load = nullptr,
+        double bytes = 0) {
   Hop h;
-  for (LinkId l : m.route(DeviceId(a), DeviceId(b))) {
+  m.route(DeviceId(a), DeviceId(b), route);
+  for (LinkId l : route) {
     h.latency_s += m.link(l).latency_s;
     h.bytes_per_s = std::min(h.bytes_per_s, m.link(l).bytes_per_s);
+    if (load) (*load)[l.index()] += bytes;
   }
   return h;
 }
 
-// Pieces in flight along rings r → r + stride (mod n) whose piece chunks are c bytes per
-// step (sim/collectives.h): the fewest W, at least kPiecesInFlight, with W·c/B ≥ α + c/B
-// on every hop (its route's latency α and slowest link B). Stride 1: the ring; g: the
-// rails of a hierarchical all-reduce.
-int pieces_in_flight(const Machine& m, int n, int stride, double chunk_bytes) {
+// The fewest pieces in flight along rings r → r + stride (mod n) whose piece chunks are c
+// bytes per step (sim/collectives.h): at least kPiecesInFlight, with W·c/B ≥ α + c/B on
+// every hop (its route's latency α and slowest link B). Stride 1: the ring; g: the rails
+// of a hierarchical all-reduce.
+int fewest_pieces_in_flight(const Machine& m, int n, int stride, double chunk_bytes) {
+  std::vector<LinkId> route;
   double w = kPiecesInFlight;
   for (int r = 0; r < n && chunk_bytes > 0; ++r) {
-    const Hop h = hop(m, r, (r + stride) % n);
+    const Hop h = hop(m, r, (r + stride) % n, route);
     if (std::isfinite(h.bytes_per_s)) w = std::max(w, std::ceil(1 + h.latency_s * h.bytes_per_s / chunk_bytes));
   }
   return static_cast<int>(std::min(w, 1e9));
@@ -695,15 +701,7 @@ CollectivePlan plan_collective(Collective c, int n, std::int64_t bytes, DType dt
   // time decides the bandwidth term (links that several transfers share count them all).
   std::vector<double> load(m.links.size(), 0);
   std::vector<LinkId> route;  // reused: n² routes without an allocation each
-  auto carry = [&](int a, int b, double bytes) {  // → the route's latency
-    double lat = 0;
-    m.route(DeviceId(a), DeviceId(b), route);
-    for (LinkId l : route) {
-      load[l.index()] += bytes;
-      lat += m.link(l).latency_s;
-    }
-    return lat;
-  };
+  auto carry = [&](int a, int b, double bytes) { return hop(m, a, b, route, &load, bytes); };
   auto busiest_s = [&] {
     double t = 0;
     for (std::size_t l = 0; l < load.size(); ++l) t = std::max(t, load[l] / m.links[l].bytes_per_s);
@@ -715,7 +713,7 @@ CollectivePlan plan_collective(Collective c, int n, std::int64_t bytes, DType dt
     double alpha = 0;
     for (int i = 0; i < n; ++i)
       for (int j = 0; j < n; ++j)
-        if (i != j) alpha = std::max(alpha, carry(i, j, S / nn));
+        if (i != j) alpha = std::max(alpha, carry(i, j, S / nn).latency_s);
     add(Algorithm::pairwise, kNcclBaseLatencySimple_s + (nn - 1) * alpha, busiest_s());
   } else {
     // Ring 0 → 1 → … → n−1 → 0: every hop carries steps/n·S; its longest hop's latency per
@@ -723,8 +721,9 @@ CollectivePlan plan_collective(Collective c, int n, std::int64_t bytes, DType dt
     const double steps = c == Collective::allreduce ? 2 * (nn - 1) : nn - 1;
     Hop worst{0, std::numeric_limits<double>::infinity()};
     for (int i = 0; i < n && n > 1; ++i) {
-      worst.latency_s = std::max(worst.latency_s, carry(i, (i + 1) % n, steps / nn * S));
-      worst.bytes_per_s = std::min(worst.bytes_per_s, hop(m, i, (i + 1) % n).bytes_per_s);
+      const Hop h = carry(i, (i + 1) % n, steps / nn * S);
+      worst.latency_s = std::max(worst.latency_s, h.latency_s);
+      worst.bytes_per_s = std::min(worst.bytes_per_s, h.bytes_per_s);
     }
     add(Algorithm::ring, kNcclBaseLatencySimple_s + steps * worst.latency_s, busiest_s());
     if (c == Collective::allreduce && n > 2) {
@@ -743,8 +742,9 @@ CollectivePlan plan_collective(Collective c, int n, std::int64_t bytes, DType dt
       double intra_latency_s = 0, rail_latency_s = 0;
       for (int r = 0; r < n; ++r) {
         if (g > 1)
-          intra_latency_s = std::max(intra_latency_s, carry(r, r - r % g + (r % g + 1) % g, 2 * (gg - 1) / gg * S));
-        rail_latency_s = std::max(rail_latency_s, carry(r, (r + g) % n, 2 * (nodes_d - 1) / nodes_d * S / gg));
+          intra_latency_s =
+              std::max(intra_latency_s, carry(r, r - r % g + (r % g + 1) % g, 2 * (gg - 1) / gg * S).latency_s);
+        rail_latency_s = std::max(rail_latency_s, carry(r, (r + g) % n, 2 * (nodes_d - 1) / nodes_d * S / gg).latency_s);
       }
       add(Algorithm::hierarchical,
           kNcclBaseLatencySimple_s + 2 * (gg - 1) * intra_latency_s + 2 * (nodes_d - 1) * rail_latency_s,
@@ -785,12 +785,18 @@ CollectivePlan plan_collective(Collective c, int n, std::int64_t bytes, DType dt
   // and a rail's step moves S/(n·P) bytes of each piece.
   const double step_bytes = static_cast<double>(bytes) / (nn * s.slices);
   const int every = std::max(kPiecesInFlight, s.slices);
-  if (s.algorithm == Algorithm::hierarchical)
-    s.rail_window = std::min(pieces_in_flight(m, n, s.ranks_per_node, step_bytes), every);
-  if (s.algorithm == Algorithm::ring && c != Collective::allgather && n > 1)
-    s.ring_window = std::min(pieces_in_flight(m, n, 1, step_bytes), every);
+  if (int* w = pieces_in_flight(s); w && n > 1)
+    *w = std::min(fewest_pieces_in_flight(m, n, s.algorithm == Algorithm::hierarchical ? s.ranks_per_node : 1, step_bytes),
+                  every);
   return plan;
 }
+
+int* pieces_in_flight(CollectiveSpec& s) {
+  if (s.algorithm == Algorithm::hierarchical) return &s.rail_window;
+  if (s.algorithm == Algorithm::ring && s.collective != Collective::allgather) return &s.ring_window;
+  return nullptr;
+}
+const int* pieces_in_flight(const CollectiveSpec& s) { return pieces_in_flight(const_cast<CollectiveSpec&>(s)); }
 
 std::optional<PublishedBusbw> published_busbw(Collective c, int n, const Machine& m) {
   // nccl-tests all-reduce busbw for large messages from third-party reference pages (8 × H100 SXM5 above the 450 GB/s NVLink

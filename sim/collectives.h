@@ -89,6 +89,13 @@ using tessel::CollectiveSpec;
 // 512 KiB per step, so 8 hold more than any preset's product, but on hops of 1 ms at
 // 10 GB/s it takes 21, where 8 ran 1.6 times the α-β time. The tree keeps 8.
 
+// The window of pieces in flight that `s`'s algorithm keeps per spec: the ring
+// reduce-scatter's and all-reduce's (ring_window), the hierarchical all-reduce's rails
+// (rail_window); nullptr elsewhere (an all-gather's pieces are not windowed, the tree keeps
+// kPiecesInFlight, all-to-all has CollectiveSpec::window).
+[[nodiscard]] int* pieces_in_flight(CollectiveSpec& s);
+[[nodiscard]] const int* pieces_in_flight(const CollectiveSpec& s);
+
 // The same collective as one task graph node (TaskKind::collective) over devices
 // 0..ranks−1: simulate() generates its steps and transfers as it runs (collective_engine.h),
 // so memory grows with the ranks, not with the n² tasks of the expanded form. Checked as
